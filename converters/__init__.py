@@ -1,0 +1,1 @@
+"""ONNX -> backend functions: load, plan, fold shape arithmetic, compile per shape signature."""

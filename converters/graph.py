@@ -1,0 +1,349 @@
+"""Plan, fold, run and compile an ONNX graph.
+
+A ``Program`` is a graph whose nodes are resolved to registered ops. Running it is a walk over
+its nodes in order; each node runs on the host (numpy) when all of its inputs are host values,
+and on the device backend otherwise. That one rule does the constant folding: initializers,
+``Constant`` outputs and the shapes read by ``Shape``/``Size`` are host values, so every piece
+of shape arithmetic built from them is computed once on the host.
+
+``Executable`` specialises a program to one signature of input shapes: a first walk records
+which nodes touched the device and the host values they consumed; the replay of just those
+nodes, with the host values baked in, is a straight line of backend ops that ``mx.compile``
+traces. When a node needs a device value on the host (a data-dependent shape, ``NonZero``, an
+``If`` on a computed condition), the signature runs eagerly instead.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from .backends import HOST, Backend
+from .errors import ConverterError, DynamicShapeError, OpError, UnsupportedOpError
+from .ops import OpSpec, registered_versions, resolve
+from .ops.registry import normalize_domain
+from .values import attribute_value, is_host, tensor_to_numpy
+
+
+@dataclass(frozen=True)
+class Step:
+    """One node, resolved: the op spec, its attributes and its value names."""
+
+    name: str
+    spec: OpSpec
+    attrs: dict[str, Any]
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    subgraphs: dict[str, onnx.GraphProto]
+
+    @property
+    def label(self) -> str:
+        s = self.spec
+        return f"{self.name!r} [{s.domain or 'ai.onnx'}::{s.op_type} v{s.since_version}]"
+
+
+class Program:
+    """A graph with every node resolved to an op; subgraphs are resolved on first use."""
+
+    def __init__(self, graph: onnx.GraphProto, opsets: Mapping[str, int]):
+        self.graph = graph
+        self.opsets = dict(opsets)
+        self.input_names = [i.name for i in graph.input]
+        self.output_names = [o.name for o in graph.output]
+        self.initializers = {t.name: tensor_to_numpy(t) for t in graph.initializer}
+        for sparse in graph.sparse_initializer:
+            self.initializers[sparse.values.name] = numpy_helper.to_array(sparse)  # dense copy
+        missing = find_missing_ops(graph, self.opsets)
+        if missing:
+            raise UnsupportedOpError(missing, registered_versions())
+        self.steps = [self._step(i, n) for i, n in enumerate(_topological(graph))]
+        self._subprograms: dict[int, Program] = {}
+
+    def _step(self, index: int, node: onnx.NodeProto) -> Step:
+        domain = normalize_domain(node.domain)
+        spec = resolve(domain, node.op_type, self.opsets.get(domain, 1))
+        attrs, subgraphs = {}, {}
+        for a in node.attribute:
+            value = attribute_value(a)
+            if a.type == onnx.AttributeProto.GRAPH:
+                subgraphs[a.name] = value
+            attrs[a.name] = value
+        name = node.name or f"{node.op_type}_{index}"
+        return Step(name, spec, attrs, tuple(node.input), tuple(node.output), subgraphs)
+
+    def subprogram(self, graph: onnx.GraphProto) -> Program:
+        key = id(graph)
+        if key not in self._subprograms:
+            self._subprograms[key] = Program(graph, self.opsets)
+        return self._subprograms[key]
+
+
+def find_missing_ops(graph: onnx.GraphProto, opsets: Mapping[str, int]) -> dict[tuple[str, str, int], str]:
+    """Every (domain, op_type, opset) in ``graph`` and its subgraphs with no registered op."""
+    missing: dict[tuple[str, str, int], str] = {}
+    for node in _all_nodes(graph):
+        domain = normalize_domain(node.domain)
+        opset = opsets.get(domain, 1)
+        if resolve(domain, node.op_type, opset) is None:
+            missing.setdefault((domain, node.op_type, opset), node.name or node.op_type)
+    return missing
+
+
+def _all_nodes(graph: onnx.GraphProto):
+    for node in graph.node:
+        yield node
+        for a in node.attribute:
+            if a.type == onnx.AttributeProto.GRAPH:
+                yield from _all_nodes(a.g)
+            for g in a.graphs:
+                yield from _all_nodes(g)
+
+
+def _topological(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
+    """Nodes in an order where each one's inputs are produced before it (Kahn's algorithm)."""
+    producer = {o: i for i, n in enumerate(graph.node) for o in n.output if o}
+    waiting = [0] * len(graph.node)
+    users = collections.defaultdict(list)
+    for i, node in enumerate(graph.node):
+        for name in set(_node_reads(node)):
+            if name in producer and producer[name] != i:
+                waiting[i] += 1
+                users[producer[name]].append(i)
+    ready = collections.deque(i for i, w in enumerate(waiting) if w == 0)
+    order = []
+    while ready:
+        i = ready.popleft()
+        order.append(graph.node[i])
+        for j in users[i]:
+            waiting[j] -= 1
+            if waiting[j] == 0:
+                ready.append(j)
+    if len(order) != len(graph.node):
+        stuck = [graph.node[i].name or graph.node[i].op_type for i, w in enumerate(waiting) if w]
+        raise ConverterError(f"graph {graph.name!r} has a cycle or an input no node produces, at nodes {stuck[:5]}")
+    return order
+
+
+def _node_reads(node: onnx.NodeProto) -> list[str]:
+    """Names a node reads, including outer-scope names its subgraphs capture."""
+    names = [n for n in node.input if n]
+    for a in node.attribute:
+        for g in ([a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs)):
+            names.extend(_captured_names(g))
+    return names
+
+
+def _captured_names(graph: onnx.GraphProto) -> set[str]:
+    local = {i.name for i in graph.input} | {t.name for t in graph.initializer}
+    local |= {o for n in graph.node for o in n.output}
+    reads = {n for node in graph.node for n in _node_reads(node)}
+    return reads - local
+
+
+@dataclass
+class NodeContext:
+    """What an op registered with ``context=True`` may ask about its node."""
+
+    step: Step
+    backend: Backend
+    num_outputs: int
+    run_subgraph: Callable[[onnx.GraphProto, Sequence[Any]], list[Any]]
+    opset: int = 0
+
+
+class SyncNeeded(DynamicShapeError):
+    """Raised while planning when a node needs a device value on the host."""
+
+
+@dataclass
+class Interpreter:
+    """Walks a program. ``sync=False`` forbids moving device values to the host (planning)."""
+
+    program: Program
+    backend: Backend
+    sync: bool = True
+    trace: list[tuple[Step, list[Any]]] | None = None
+    scope: Mapping[str, Any] = field(default_factory=dict)
+
+    def run(self, feeds: Mapping[str, Any]) -> dict[str, Any]:
+        env = collections.ChainMap(dict(feeds), self.program.initializers, dict(self.scope))
+        for step in self.program.steps:
+            args = [env[n] if n else None for n in step.inputs]
+            outs = self.run_step(step, args, env)
+            if self.trace is not None:
+                self.trace.append((step, args))
+            env.maps[0].update(zip(step.outputs, outs))
+        return {n: env[n] for n in self.program.output_names}
+
+    def run_step(self, step: Step, args: list[Any], env: Mapping[str, Any] | None = None) -> list[Any]:
+        spec = step.spec
+        try:
+            B = self._backend_for(step, args)
+            call_args = self._prepare(step, args, B)
+            kwargs = dict(step.attrs)
+            if spec.context:
+                kwargs["ctx"] = NodeContext(
+                    step, B, len(step.outputs), lambda g, ins: self._subgraph(g, ins, env), self._opset(spec)
+                )
+            out = spec.fn(B, *call_args, **kwargs)
+        except ConverterError as e:
+            if isinstance(e, DynamicShapeError | OpError):
+                raise
+            raise OpError(f"node {step.label}: {e}") from e
+        except Exception as e:
+            raise OpError(f"node {step.label} with inputs {_describe(args)}: {type(e).__name__}: {e}") from e
+        outs = list(out) if isinstance(out, tuple) else [out]
+        return outs + [None] * (len(step.outputs) - len(outs))
+
+    def _opset(self, spec: OpSpec) -> int:
+        return self.program.opsets.get(spec.domain, 1)
+
+    def _backend_for(self, step: Step, args: list[Any]) -> Backend:
+        spec = step.spec
+        tensors = [a for a in args if a is not None]
+        if spec.shape_only:
+            return self.backend
+        if all(is_host(a) for a in tensors):
+            return HOST
+        # host-only ops, and host values of a dtype the device lacks (float8, int4, strings)
+        if spec.host or any(_host_only_dtype(a, self.backend) for a in tensors):
+            self._need_sync(step, "it runs on the host" if spec.host else "an input's dtype has no device type")
+            return HOST
+        return self.backend
+
+    def _prepare(self, step: Step, args: list[Any], B: Backend) -> list[Any]:
+        out = []
+        for i, a in enumerate(args):
+            if a is None or step.spec.shape_only:
+                out.append(a)
+            elif i in step.spec.static_inputs:
+                if not is_host(a):
+                    self._need_sync(step, f"input {i} ({step.inputs[i]!r}) must be known on the host")
+                    a = self.backend.to_numpy(a)
+                out.append(np.asarray(a))
+            elif B.is_host:
+                out.append(_to_host(a, self.backend))
+            else:
+                out.append(_to_device(a, B))
+        return out
+
+    def _need_sync(self, step: Step, why: str) -> None:
+        if not self.sync:
+            raise SyncNeeded(f"node {step.label}: {why}, but it is computed on the device")
+
+    def _subgraph(self, graph: onnx.GraphProto, inputs: Sequence[Any], env: Mapping[str, Any] | None) -> list[Any]:
+        program = self.program.subprogram(graph)
+        sub = Interpreter(program, self.backend, self.sync, None, env if env is not None else {})
+        feeds = dict(zip(program.input_names, inputs))
+        return list(sub.run(feeds).values())
+
+
+def _host_only_dtype(a: Any, B: Backend) -> bool:
+    if isinstance(a, list):
+        return any(_host_only_dtype(x, B) for x in a)
+    return isinstance(a, np.ndarray | np.generic) and not B.supports_dtype(a.dtype)
+
+
+def _to_host(a: Any, B: Backend) -> Any:
+    if isinstance(a, list):
+        return [_to_host(x, B) for x in a]
+    return a if is_host(a) else B.to_numpy(a)
+
+
+def _to_device(a: Any, B: Backend) -> Any:
+    if isinstance(a, list):
+        return [_to_device(x, B) for x in a]
+    if isinstance(a, np.ndarray | np.generic) and B.supports_dtype(a.dtype):
+        return B.asarray(a)
+    return a
+
+
+def _describe(args: Sequence[Any]) -> str:
+    parts = []
+    for a in args:
+        if a is None:
+            parts.append("-")
+        elif isinstance(a, list):
+            parts.append(f"seq[{len(a)}]")
+        else:
+            shape = getattr(a, "shape", ())
+            parts.append(f"{getattr(a, 'dtype', type(a).__name__)}{list(shape)}")
+    return "(" + ", ".join(parts) + ")"
+
+
+class Executable:
+    """A program specialised to one input signature: a replay of its device nodes.
+
+    ``compiled`` tells whether the replay is traced (``mx.compile`` on mlx); ``eager_reason``
+    says why not, when a node needs device values on the host.
+    """
+
+    def __init__(self, program: Program, backend: Backend, feeds: Mapping[str, Any], compile_fn=None):
+        self.program = program
+        self.backend = backend
+        self.eager_reason: str | None = None
+        trace: list[tuple[Step, list[Any]]] = []
+        interp = Interpreter(program, backend, sync=False, trace=trace)
+        try:
+            self.first_outputs: dict[str, Any] | None = interp.run(feeds)
+        except SyncNeeded as e:
+            self.eager_reason = str(e)
+            self.first_outputs = None
+            self.replay = None
+            self.compiled = False
+            return
+        self._build_replay(trace, feeds)
+        self.compiled = compile_fn is not None
+        self.replay = compile_fn(self._replay) if compile_fn else self._replay
+
+    def _build_replay(self, trace: list[tuple[Step, list[Any]]], feeds: Mapping[str, Any]) -> None:
+        """Keep the steps that produced a device value; bake in the host values they read."""
+        B = self.backend
+        self.feed_names = [n for n in self.program.input_names if n in feeds]
+        device = set(n for n in self.feed_names if not is_host(feeds[n]))
+        self.steps: list[tuple[Step, list[tuple[str, Any]]]] = []
+        host_values: dict[str, Any] = {}
+        for step, args in trace:
+            reads_device = any(n in device for n in step.inputs if n)
+            if not reads_device or step.spec.shape_only:
+                continue  # a host step: its outputs are constants of this signature
+            plan = []
+            for i, (n, a) in enumerate(zip(step.inputs, args)):
+                if not n or n in device:
+                    plan.append((n, None))
+                elif i in step.spec.static_inputs:
+                    plan.append(("", np.asarray(a) if is_host(a) else a))
+                else:
+                    if n not in host_values:
+                        host_values[n] = _to_device(a, B)
+                    plan.append(("", host_values[n]))
+            self.steps.append((step, plan))
+            device.update(o for o in step.outputs if o)
+        self.output_plan = []
+        for n in self.program.output_names:
+            self.output_plan.append((n, n in device))
+        self.host_outputs = {n: self.first_outputs[n] for n, dev in self.output_plan if not dev}
+        self.device_output_names = [n for n, dev in self.output_plan if dev]
+
+    def _replay(self, *arrays: Any) -> tuple[Any, ...]:
+        env = dict(zip(self.feed_names, arrays))
+        interp = Interpreter(self.program, self.backend, sync=False)
+        for step, plan in self.steps:
+            args = [env[n] if n else const for n, const in plan]
+            outs = interp.run_step(step, args, env)
+            env.update(zip(step.outputs, outs))
+        return tuple(env[n] for n in self.device_output_names)
+
+    def __call__(self, feeds: Mapping[str, Any]) -> dict[str, Any]:
+        if self.replay is None:
+            return Interpreter(self.program, self.backend, sync=True).run(feeds)
+        device_outs = self.replay(*(feeds[n] for n in self.feed_names))
+        result = dict(self.host_outputs)
+        result.update(zip(self.device_output_names, device_outs))
+        return {n: result[n] for n in self.program.output_names}

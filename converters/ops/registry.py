@@ -1,0 +1,84 @@
+"""The op registry: ``(domain, op_type) -> {since_version: OpSpec}``.
+
+Ops are plain functions ``fn(B, *inputs, **attributes)`` registered with ``@register``. Only the
+versions where the ONNX spec changed are registered; a model at opset ``v`` uses the largest
+``since_version <= v``. Registering the same key twice is an import-time error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+DEFAULT_DOMAIN = ""
+MS_DOMAIN = "com.microsoft"
+
+
+def normalize_domain(domain: str) -> str:
+    return DEFAULT_DOMAIN if domain in ("", "ai.onnx") else domain
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    """How to run one version of one op.
+
+    static_inputs: indices of inputs that must be host values (shapes, axes, sizes); the planner
+        hands them to the op as numpy arrays.
+    host: the op always runs on the host (its output shape depends on values, or it works on
+        strings); a device input then forces eager execution.
+    context: the op takes a ``ctx`` keyword (a ``NodeContext``: output count, subgraph runner).
+    shape_only: the op reads only the shapes of its inputs, so its result is a host constant.
+    """
+
+    domain: str
+    op_type: str
+    since_version: int
+    fn: Callable[..., Any]
+    static_inputs: tuple[int, ...] = ()
+    host: bool = False
+    context: bool = False
+    shape_only: bool = False
+
+
+_REGISTRY: dict[tuple[str, str], dict[int, OpSpec]] = {}
+
+
+def register(
+    op_type: str,
+    since_version: int,
+    domain: str = DEFAULT_DOMAIN,
+    *,
+    static_inputs: tuple[int, ...] = (),
+    host: bool = False,
+    context: bool = False,
+    shape_only: bool = False,
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator: register ``fn`` as ``domain::op_type`` from ``since_version`` on."""
+
+    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+        add(OpSpec(normalize_domain(domain), op_type, since_version, fn, tuple(static_inputs), host, context, shape_only))
+        return fn
+
+    return wrap
+
+
+def add(spec: OpSpec) -> None:
+    versions = _REGISTRY.setdefault((spec.domain, spec.op_type), {})
+    if spec.since_version in versions:
+        raise RuntimeError(f"{spec.domain or 'ai.onnx'}::{spec.op_type} version {spec.since_version} registered twice")
+    versions[spec.since_version] = spec
+
+
+def resolve(domain: str, op_type: str, opset: int) -> OpSpec | None:
+    """The spec for ``op_type`` at model opset ``opset``, or None when none applies."""
+    versions = _REGISTRY.get((normalize_domain(domain), op_type))
+    if not versions:
+        return None
+    usable = [v for v in versions if v <= opset]
+    return versions[max(usable)] if usable else None
+
+
+def registered_versions() -> dict[tuple[str, str], list[int]]:
+    """Every registered op and the versions it has."""
+    return {key: sorted(versions) for key, versions in _REGISTRY.items()}

@@ -1,0 +1,50 @@
+"""Host-side values: ONNX tensors and attributes as numpy, and the host/device test."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+
+def tensor_to_numpy(t: onnx.TensorProto) -> np.ndarray:
+    """A TensorProto as numpy (float8/int4/bfloat16 as ml_dtypes arrays, strings as objects)."""
+    return numpy_helper.to_array(t)
+
+
+def attribute_value(a: onnx.AttributeProto) -> Any:
+    """An attribute as a Python value: tensors become numpy, strings become ``str``."""
+    T = onnx.AttributeProto
+    if a.type == T.TENSOR:
+        return tensor_to_numpy(a.t)
+    if a.type == T.TENSORS:
+        return [tensor_to_numpy(t) for t in a.tensors]
+    if a.type == T.SPARSE_TENSOR:
+        return numpy_helper.to_array(a.sparse_tensor)
+    if a.type == T.STRING:
+        return a.s.decode("utf-8", errors="replace")
+    if a.type == T.STRINGS:
+        return [s.decode("utf-8", errors="replace") for s in a.strings]
+    if a.type == T.GRAPH:
+        return a.g
+    if a.type == T.GRAPHS:
+        return list(a.graphs)
+    if a.type == T.TYPE_PROTO:
+        return a.tp
+    return helper.get_attribute_value(a)
+
+
+def is_host(v: Any) -> bool:
+    """True for numpy values (and sequences or absent optionals made only of them)."""
+    if v is None:
+        return True
+    if isinstance(v, list):
+        return all(is_host(x) for x in v)
+    return isinstance(v, np.ndarray | np.generic | int | float | bool | str)
+
+
+def np_dtype(elem_type: int) -> np.dtype:
+    """The numpy (or ml_dtypes) dtype of an ONNX TensorProto element type."""
+    return helper.tensor_dtype_to_np_dtype(elem_type)

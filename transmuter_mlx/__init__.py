@@ -1,0 +1,36 @@
+"""transmuter-mlx: Hugging Face ONNX model repositories on MLX, with transformers-exact pipelines.
+
+>>> import transmuter_mlx as tm
+>>> model = tm.load("model.onnx")                       # doctest: +SKIP
+>>> outputs = model({"input_ids": ids})                 # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from ._layout import mount_sibling_packages
+
+mount_sibling_packages(__name__, __file__)
+
+from .converters.errors import (
+    ConverterError,
+    DynamicShapeError,
+    InputError,
+    ModelLoadError,
+    OpError,
+    UnsupportedOpError,
+)
+from .converters.model import Model, TensorInfo, load
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ConverterError",
+    "DynamicShapeError",
+    "InputError",
+    "Model",
+    "ModelLoadError",
+    "OpError",
+    "TensorInfo",
+    "UnsupportedOpError",
+    "load",
+]
