@@ -64,6 +64,9 @@ class Program:
             raise UnsupportedOpError(missing, registered_versions())
         self.steps = [self._step(i, n) for i, n in enumerate(_topological(graph))]
         self._subprograms: dict[int, Program] = {}
+        # device copies of values that depend on no input (weights, folded weights), shared by
+        # every signature so that weights exist once on the device
+        self.device_constants: dict[tuple[str, str], Any] = {}
 
     def _step(self, index: int, node: onnx.NodeProto) -> Step:
         domain = normalize_domain(node.domain)
@@ -170,6 +173,7 @@ class Interpreter:
     sync: bool = True
     trace: list[tuple[Step, list[Any]]] | None = None
     scope: Mapping[str, Any] = field(default_factory=dict)
+    env: Mapping[str, Any] = field(default_factory=dict)  # the values of the last run
 
     def run(self, feeds: Mapping[str, Any]) -> dict[str, Any]:
         env = collections.ChainMap(dict(feeds), self.program.initializers, dict(self.scope))
@@ -179,6 +183,7 @@ class Interpreter:
             if self.trace is not None:
                 self.trace.append((step, args))
             env.maps[0].update(zip(step.outputs, outs))
+        self.env = env
         return {n: env[n] for n in self.program.output_names}
 
     def run_step(self, step: Step, args: list[Any], env: Mapping[str, Any] | None = None) -> list[Any]:
@@ -284,7 +289,7 @@ class Executable:
     says why not, when a node needs device values on the host.
     """
 
-    def __init__(self, program: Program, backend: Backend, feeds: Mapping[str, Any], compile_fn=None):
+    def __init__(self, program: Program, backend: Backend, feeds: Mapping[str, Any], compile: bool = True):
         self.program = program
         self.backend = backend
         self.eager_reason: str | None = None
@@ -299,8 +304,11 @@ class Executable:
             self.compiled = False
             return
         self._build_replay(trace, feeds)
-        self.compiled = compile_fn is not None
-        self.replay = compile_fn(self._replay) if compile_fn else self._replay
+        # host values a subgraph may capture from the outer scope
+        self._host_env = {k: v for k, v in interp.env.items() if is_host(v)}
+        self._interp = Interpreter(program, backend, sync=False)
+        self.compiled = compile
+        self.replay = backend.compile(self._replay) if compile else self._replay
 
     def _build_replay(self, trace: list[tuple[Step, list[Any]]], feeds: Mapping[str, Any]) -> None:
         """Keep the steps that produced a device value; bake in the host values they read."""
@@ -309,9 +317,12 @@ class Executable:
         device = set(n for n in self.feed_names if not is_host(feeds[n]))
         self.steps: list[tuple[Step, list[tuple[str, Any]]]] = []
         host_values: dict[str, Any] = {}
+        constant = set(self.program.initializers)  # values that no input influences
         for step, args in trace:
             reads_device = any(n in device for n in step.inputs if n)
             if not reads_device or step.spec.shape_only:
+                if not step.spec.shape_only and all(n in constant for n in step.inputs if n):
+                    constant.update(step.outputs)
                 continue  # a host step: its outputs are constants of this signature
             plan = []
             for i, (n, a) in enumerate(zip(step.inputs, args)):
@@ -320,9 +331,11 @@ class Executable:
                 elif i in step.spec.static_inputs:
                     plan.append(("", np.asarray(a) if is_host(a) else a))
                 else:
-                    if n not in host_values:
-                        host_values[n] = _to_device(a, B)
-                    plan.append(("", host_values[n]))
+                    cache = self.program.device_constants if n in constant else host_values
+                    key = (n, B.name)
+                    if key not in cache:
+                        cache[key] = _to_device(a, B)
+                    plan.append(("", cache[key]))
             self.steps.append((step, plan))
             device.update(o for o in step.outputs if o)
         self.output_plan = []
@@ -333,10 +346,18 @@ class Executable:
 
     def _replay(self, *arrays: Any) -> tuple[Any, ...]:
         env = dict(zip(self.feed_names, arrays))
-        interp = Interpreter(self.program, self.backend, sync=False)
+        B = self.backend
         for step, plan in self.steps:
             args = [env[n] if n else const for n, const in plan]
-            outs = interp.run_step(step, args, env)
+            spec = step.spec
+            if spec.context:  # rare (control flow, Split): the general path, with the outer scope
+                outs = self._interp.run_step(step, args, collections.ChainMap(env, self._host_env))
+            else:
+                try:
+                    out = spec.fn(B, *args, **step.attrs)
+                except Exception as e:
+                    raise OpError(f"node {step.label} with inputs {_describe(args)}: {type(e).__name__}: {e}") from e
+                outs = out if isinstance(out, tuple) else (out,)
             env.update(zip(step.outputs, outs))
         return tuple(env[n] for n in self.device_output_names)
 

@@ -38,8 +38,11 @@ class Model:
     >>> model({"input_ids": ids, "attention_mask": mask})["last_hidden_state"]  # doctest: +SKIP
     """
 
-    def __init__(self, proto: onnx.ModelProto, backend: Backend, name: str = "<model>", dtype: Any = None):
+    def __init__(
+        self, proto: onnx.ModelProto, backend: Backend, name: str = "<model>", dtype: Any = None, compile: bool = True
+    ):
         self.name = name
+        self.compile = compile
         self.backend = backend
         opsets = {normalize_domain(o.domain): o.version for o in proto.opset_import}
         if proto.functions:
@@ -60,7 +63,7 @@ class Model:
         key = tuple((n, _signature(a, self.backend)) for n, a in arrays.items())
         exe = self._executables.get(key)
         if exe is None:
-            exe = Executable(self.program, self.backend, arrays, getattr(self.backend, "compile", None))
+            exe = Executable(self.program, self.backend, arrays, self.compile)
             self._executables[key] = exe
         out = exe(arrays)
         return {n: self._to_backend(v) for n, v in out.items()}
@@ -111,7 +114,9 @@ class Model:
         return value
 
 
-def load(source: Source, backend: str | Backend = "mlx", dtype: Any = None, device: str | None = None) -> Model:
+def load(
+    source: Source, backend: str | Backend = "mlx", dtype: Any = None, device: str | None = None, compile: bool = True
+) -> Model:
     """Load an ONNX model (a path, its bytes, or a ``ModelProto``) and convert it for ``backend``.
 
     >>> import transmuter_mlx as tm
@@ -123,7 +128,7 @@ def load(source: Source, backend: str | Backend = "mlx", dtype: Any = None, devi
     """
     B = get_backend(backend, device) if isinstance(backend, str) else backend
     proto, name = read_model(source)
-    return Model(proto, B, name, dtype)
+    return Model(proto, B, name, dtype, compile)
 
 
 def read_model(source: Source) -> tuple[onnx.ModelProto, str]:
