@@ -41,6 +41,7 @@ class Step:
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
     subgraphs: dict[str, onnx.GraphProto]
+    captures: tuple[str, ...] = ()  # outer-scope names its subgraphs read
 
     @property
     def label(self) -> str:
@@ -78,7 +79,8 @@ class Program:
                 subgraphs[a.name] = value
             attrs[a.name] = value
         name = node.name or f"{node.op_type}_{index}"
-        return Step(name, spec, attrs, tuple(node.input), tuple(node.output), subgraphs)
+        captures = tuple(sorted(set(_node_reads(node)) - set(node.input))) if subgraphs else ()
+        return Step(name, spec, attrs, tuple(node.input), tuple(node.output), subgraphs, captures)
 
     def subprogram(self, graph: onnx.GraphProto) -> Program:
         key = id(graph)
@@ -158,6 +160,8 @@ class NodeContext:
     num_outputs: int
     run_subgraph: Callable[[onnx.GraphProto, Sequence[Any]], list[Any]]
     opset: int = 0
+    # a value on the host: syncs a device value, or raises SyncNeeded while planning
+    to_host: Callable[[Any], np.ndarray] | None = None
 
 
 class SyncNeeded(DynamicShapeError):
@@ -189,13 +193,14 @@ class Interpreter:
     def run_step(self, step: Step, args: list[Any], env: Mapping[str, Any] | None = None) -> list[Any]:
         spec = step.spec
         try:
-            B = self._backend_for(step, args)
+            captured = [env[n] for n in step.captures if n in env] if env is not None else []
+            B = self._backend_for(step, args + captured)
             call_args = self._prepare(step, args, B)
             kwargs = dict(step.attrs)
             if spec.context:
-                kwargs["ctx"] = NodeContext(
-                    step, B, len(step.outputs), lambda g, ins: self._subgraph(g, ins, env), self._opset(spec)
-                )
+                run = lambda g, ins: self._subgraph(g, ins, env)  # noqa: E731
+                to_host = lambda v: self._host_value(step, v)  # noqa: E731
+                kwargs["ctx"] = NodeContext(step, B, len(step.outputs), run, self._opset(spec), to_host)
             out = spec.fn(B, *call_args, **kwargs)
         except ConverterError as e:
             if isinstance(e, DynamicShapeError | OpError):
@@ -216,9 +221,13 @@ class Interpreter:
             return self.backend
         if all(is_host(a) for a in tensors):
             return HOST
-        # host-only ops, and host values of a dtype the device lacks (float8, int4, strings)
-        if spec.host or any(_host_only_dtype(a, self.backend) for a in tensors):
-            self._need_sync(step, "it runs on the host" if spec.host else "an input's dtype has no device type")
+        # host-only ops (``host`` may be a test of the backend and attributes, e.g. a Cast to
+        # float8), and host values of a dtype the device lacks (float8, int4, strings)
+        host = spec.host(self.backend, step.attrs) if callable(spec.host) else spec.host
+        # static inputs reach the op as numpy whatever their dtype, so they don't count here
+        operands = [a for i, a in enumerate(args) if a is not None and i not in spec.static_inputs]
+        if host or any(_host_only_dtype(a, self.backend) for a in operands):
+            self._need_sync(step, "it runs on the host" if host else "an input's dtype has no device type")
             return HOST
         return self.backend
 
@@ -237,6 +246,11 @@ class Interpreter:
             else:
                 out.append(_to_device(a, B))
         return out
+
+    def _host_value(self, step: Step, v: Any) -> Any:
+        if not is_host(v):
+            self._need_sync(step, "a value it reads must be known on the host")
+        return _to_host(v, self.backend)
 
     def _need_sync(self, step: Step, why: str) -> None:
         if not self.sync:
@@ -269,6 +283,10 @@ def _to_device(a: Any, B: Backend) -> Any:
     return a
 
 
+def _has_data(v: Any) -> bool:
+    return any(_has_data(x) for x in v) if isinstance(v, list) else v is not None
+
+
 def _describe(args: Sequence[Any]) -> str:
     parts = []
     for a in args:
@@ -295,7 +313,11 @@ class Executable:
         self.eager_reason: str | None = None
         trace: list[tuple[Step, list[Any]]] = []
         interp = Interpreter(program, backend, sync=False, trace=trace)
+        # a feed the device cannot hold (strings) changes per call: it must not be baked into a replay
+        held = [n for n, v in feeds.items() if is_host(v) and _has_data(v)]
         try:
+            if held:
+                raise SyncNeeded(f"input(s) {held} have no device type and are read on the host")
             self.first_outputs: dict[str, Any] | None = interp.run(feeds)
         except SyncNeeded as e:
             self.eager_reason = str(e)
@@ -319,9 +341,10 @@ class Executable:
         host_values: dict[str, Any] = {}
         constant = set(self.program.initializers)  # values that no input influences
         for step, args in trace:
-            reads_device = any(n in device for n in step.inputs if n)
+            reads = step.inputs + step.captures  # a subgraph's outer-scope reads count as inputs
+            reads_device = any(n in device for n in reads if n)
             if not reads_device or step.spec.shape_only:
-                if not step.spec.shape_only and all(n in constant for n in step.inputs if n):
+                if not step.spec.shape_only and all(n in constant for n in reads if n):
                     constant.update(step.outputs)
                 continue  # a host step: its outputs are constants of this signature
             plan = []

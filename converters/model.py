@@ -14,6 +14,7 @@ from google.protobuf.message import DecodeError
 
 from .backends import Backend, get_backend
 from .errors import InputError, ModelLoadError
+from .functions import expand_functions
 from .graph import Executable, Program
 from .ops.registry import normalize_domain
 from .values import is_host, np_dtype
@@ -47,6 +48,7 @@ class Model:
         opsets = {normalize_domain(o.domain): o.version for o in proto.opset_import}
         if proto.functions:
             proto = onnx.inliner.inline_local_functions(proto)
+        proto, opsets = expand_functions(proto, opsets)  # ops the spec defines as functions of others
         self.program = Program(proto.graph, opsets)
         if dtype is not None:
             _cast_float_initializers(self.program, np.dtype(dtype))
@@ -92,7 +94,7 @@ class Model:
     def _check_feed(self, info: TensorInfo | None, name: str, value: Any) -> Any:
         B = self.backend
         if info is not None and info.kind != "tensor" or isinstance(value, list) or value is None:
-            return value
+            return self._to_backend(value)  # sequence/optional: its tensors are inputs like any other
         if not B.is_array(value):
             value = np.asarray(value, dtype=info.dtype if info and not isinstance(value, np.ndarray) else None)
         dtype = B.dtype(value) if B.is_array(value) else value.dtype
@@ -149,7 +151,7 @@ def read_model(source: Source) -> tuple[onnx.ModelProto, str]:
         raise ModelLoadError(f"{path}: not a valid ONNX model, the file is corrupt or truncated ({e})") from e
     try:
         onnx.external_data_helper.load_external_data_for_model(proto, str(path.parent))
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, onnx.checker.ValidationError) as e:
         raise ModelLoadError(f"{path}: its external data could not be read ({e})") from e
     if not proto.graph.node and not proto.graph.output:
         raise ModelLoadError(f"{path}: not a valid ONNX model, it has no graph (corrupt or truncated file?)")

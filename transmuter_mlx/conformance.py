@@ -101,6 +101,7 @@ def run_case(case: Any, runtime: str) -> CaseResult:
     except Exception as e:  # noqa: BLE001 - every failure is a result here
         return CaseResult(case.name, op, "skip" if _is_unsupported(e) else "error", f"load: {type(e).__name__}: {e}"[:500])
     for inputs, outputs in case.data_sets:
+        inputs, outputs = _as_numpy(inputs), _as_numpy(outputs)
         try:
             got = run(feeds_of(case, inputs))
         except Exception as e:  # noqa: BLE001
@@ -111,6 +112,18 @@ def run_case(case: Any, runtime: str) -> CaseResult:
             if err:
                 return CaseResult(case.name, op, "fail", err[:500])
     return CaseResult(case.name, op, "pass")
+
+
+def _as_numpy(values: Any) -> Any:
+    """Case data as numpy: onnx keeps some tensors (int4, float8, int16, ...) as TensorProto."""
+    import onnx
+    from onnx import numpy_helper
+
+    if isinstance(values, onnx.TensorProto):
+        return numpy_helper.to_array(values)
+    if isinstance(values, list | tuple):
+        return [_as_numpy(v) for v in values]
+    return values
 
 
 def _is_unsupported(e: Exception) -> bool:
@@ -127,7 +140,10 @@ def _runner(case: Any, runtime: str):
         opts.log_severity_level = 4
         sess = ort.InferenceSession(case.model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
         names = [o.name for o in case.model.graph.output]
-        return lambda feeds: dict(zip(names, sess.run(None, feeds)))
+        # onnxruntime takes arrays, not numpy scalars
+        return lambda feeds: dict(
+            zip(names, sess.run(None, {k: v if isinstance(v, list) else np.asarray(v) for k, v in feeds.items()}))
+        )
     from .converters.model import load
 
     model = load(case.model, backend=runtime)

@@ -1,0 +1,419 @@
+"""onnxruntime attention contrib ops (com.microsoft): GroupQueryAttention, MultiHeadAttention,
+Attention and RotaryEmbedding, as onnxruntime's CPU kernels compute them.
+
+The attention math is written once here (``attend``) from backend primitives; half-precision
+inputs are computed in float32, as onnxruntime's CPU kernels do. Values that depend on the data
+(``seqlens_k``, mask lengths) stay on the device and become masks, so every shape is static.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from .registry import MS_DOMAIN, register
+
+_LOW_PRECISION = ("float16", "bfloat16")
+
+
+def split_heads(B: Any, x: Any, num_heads: int) -> Any:
+    """(batch, seq, heads * size) -> (batch, heads, seq, size)."""
+    b, s, d = B.shape(x)
+    return B.transpose(B.reshape(x, (b, s, num_heads, d // num_heads)), (0, 2, 1, 3))
+
+
+def merge_heads(B: Any, x: Any) -> Any:
+    """(batch, heads, seq, size) -> (batch, seq, heads * size)."""
+    b, n, s, h = B.shape(x)
+    return B.reshape(B.transpose(x, (0, 2, 1, 3)), (b, s, n * h))
+
+
+def rope(B: Any, x: Any, cos: Any, sin: Any, interleaved: int) -> Any:
+    """Rotate the first ``2 * cos.shape[-1]`` channels of ``x`` (..., seq, size).
+
+    ``cos``/``sin`` broadcast against (..., seq, rotary_dim / 2). Interleaved rotates the pairs
+    (x[2i], x[2i+1]); otherwise the halves (x[i], x[i + rotary_dim / 2]).
+    """
+    shape = B.shape(x)
+    half = B.shape(cos)[-1]
+    rot, rest = (x, None) if 2 * half == shape[-1] else B.split(x, [2 * half, shape[-1] - 2 * half], -1)
+    if interleaved:
+        pairs = B.reshape(rot, shape[:-1] + (half, 2))
+        x1, x2 = (B.squeeze(p, [-1]) for p in B.split(pairs, [1, 1], -1))
+    else:
+        x1, x2 = B.split(rot, [half, half], -1)
+    y1 = B.subtract(B.multiply(x1, cos), B.multiply(x2, sin))
+    y2 = B.add(B.multiply(x2, cos), B.multiply(x1, sin))
+    if interleaved:
+        out = B.reshape(B.stack([y1, y2], -1), shape[:-1] + (2 * half,))
+    else:
+        out = B.concatenate([y1, y2], -1)
+    return out if rest is None else B.concatenate([out, rest], -1)
+
+
+def attend(
+    B: Any,
+    q: Any,
+    k: Any,
+    v: Any,
+    scale: float,
+    bias: Any = None,
+    allowed: Any = None,
+    softcap: float = 0.0,
+    sink: Any = None,
+) -> Any:
+    """softmax(scale * q k^T [softcapped] + bias, masked where not ``allowed``) v.
+
+    q (b, heads, s, h); k, v (b, kv_heads, t, h): each group of heads / kv_heads query heads
+    shares a kv head. ``bias`` and ``allowed`` broadcast against (b, heads, s, t). ``sink`` (heads,)
+    adds exp(sink) to each softmax denominator (onnxruntime's smooth softmax / head sinks).
+    """
+    dtype = B.dtype(q)
+    if dtype.name in _LOW_PRECISION:
+        q, k, v = (B.astype(a, np.float32) for a in (q, k, v))
+    b, n, s, h = B.shape(q)
+    nkv, t, hv = B.shape(k)[1], B.shape(k)[2], B.shape(v)[3]
+    if softcap <= 0 and sink is None:  # the fused kernel: mx.fast / torch scaled_dot_product_attention
+        mask = None if bias is None else B.astype(bias, B.dtype(q))
+        if allowed is not None:
+            floor = B.full((), np.finfo(np.float32).min, B.dtype(q))
+            mask = allowed if mask is None else B.where(allowed, mask, floor)
+        return B.astype(B.sdpa(q, k, v, scale, mask), dtype)
+    qg = B.reshape(q, (b, nkv, (n // nkv) * s, h))
+    scores = B.reshape(B.matmul(qg, B.transpose(k, (0, 1, 3, 2))), (b, n, s, t))
+    scores = B.multiply(scores, scale)
+    if softcap > 0:
+        scores = B.multiply(B.tanh(B.multiply(scores, 1 / softcap)), softcap)
+    if bias is not None:
+        scores = B.add(scores, B.astype(bias, B.dtype(scores)))
+    if allowed is not None:
+        scores = B.where(allowed, scores, B.full((), np.finfo(np.float32).min, B.dtype(scores)))
+    if sink is None:
+        probs = B.softmax(scores, -1)
+    else:
+        sink = B.broadcast_to(B.reshape(B.astype(sink, B.dtype(scores)), (1, n, 1, 1)), (b, n, s, 1))
+        probs = B.split(B.softmax(B.concatenate([scores, sink], -1), -1), [t, 1], -1)[0]
+    out = B.reshape(B.matmul(B.reshape(probs, (b, nkv, (n // nkv) * s, t)), v), (b, n, s, hv))
+    return B.astype(out, dtype)
+
+
+def _positions(B: Any, n: int, dtype: Any = np.int32) -> Any:
+    return B.arange(0, n, 1, dtype)
+
+
+def _scale(scale: float | None, head_size: int) -> float:
+    return scale if scale else 1.0 / math.sqrt(head_size)
+
+
+def _rope_tables(B: Any, cos_cache: Any, sin_cache: Any, pos: Any, dtype: Any) -> tuple[Any, Any]:
+    """cos/sin rows at ``pos`` (b, s), shaped (b, 1, s, half) to broadcast over heads."""
+    cos = B.expand_dims(B.astype(B.take(cos_cache, pos, 0), dtype), [1])
+    sin = B.expand_dims(B.astype(B.take(sin_cache, pos, 0), dtype), [1])
+    return cos, sin
+
+
+def write_cache(B: Any, past: Any, new: Any, start: Any, length: int) -> Any:
+    """A (b, n, length, h) cache holding ``past`` rows before ``start`` (b,), then ``new`` rows, then zeros."""
+    b, n, s, h = B.shape(new)
+    t = B.reshape(_positions(B, length), (1, length))
+    start = B.reshape(start, (b, 1))
+    rel = B.subtract(t, start)
+    index = B.clip(rel, 0, s - 1)
+    index = B.broadcast_to(B.reshape(index, (b, 1, length, 1)), (b, n, length, h))
+    rows = B.take_along_axis(new, B.astype(index, np.int64), 2)
+    in_new = B.reshape(B.logical_and(B.greater_equal(rel, 0), B.less(rel, s)), (b, 1, length, 1))
+    out = B.where(in_new, rows, B.zeros((), B.dtype(new)))
+    if past is not None:
+        p = B.shape(past)[2]
+        past = B.slice(past, [0, 0, 0, 0], [b, n, min(p, length), h], [1, 1, 1, 1])
+        if p < length:
+            past = B.pad(past, [(0, 0), (0, 0), (0, length - p), (0, 0)], 0)
+        in_past = B.reshape(B.less(rel, 0), (b, 1, length, 1))
+        out = B.where(in_past, past, out)
+    return out
+
+
+def _head_rms_norm(B: Any, x: Any, weight: Any, epsilon: float) -> Any:
+    inv = B.reciprocal(B.sqrt(B.add(B.mean(B.multiply(x, x), -1, True), epsilon)))
+    return B.multiply(B.multiply(x, inv), weight)
+
+
+@register("GroupQueryAttention", 1, MS_DOMAIN, static_inputs=(6,))
+def group_query_attention_1(
+    B: Any,
+    query: Any,
+    key: Any = None,
+    value: Any = None,
+    past_key: Any = None,
+    past_value: Any = None,
+    seqlens_k: Any = None,
+    total_sequence_length: Any = None,
+    cos_cache: Any = None,
+    sin_cache: Any = None,
+    position_ids: Any = None,
+    attention_bias: Any = None,
+    head_sink: Any = None,
+    k_scale: Any = None,
+    v_scale: Any = None,
+    q_norm_weight: Any = None,
+    k_norm_weight: Any = None,
+    query_seqlens: Any = None,
+    *,
+    num_heads: int,
+    kv_num_heads: int,
+    scale: float = 0.0,
+    softcap: float = 0.0,
+    local_window_size: int = -1,
+    do_rotary: int = 0,
+    rotary_interleaved: int = 0,
+    smooth_softmax: int = -1,
+    causal: int = 1,
+    qk_output: int = 0,
+    sliding_window_cache: int = 0,
+    kv_cache_bit_width: int = 0,
+    k_quant_type: str = "NONE",
+    v_quant_type: str = "NONE",
+    qk_norm_epsilon: float = 1e-6,
+    q_norm_epsilon: float | None = None,
+    k_norm_epsilon: float | None = None,
+) -> tuple[Any, Any, Any]:
+    """onnxruntime's GQA: a KV cache of ``seqlens_k + 1`` valid rows per batch entry.
+
+    A first prompt (sequence_length == total_sequence_length > 1) starts at position 0; any
+    other step appends its rows after the ``seqlens_k + 1 - sequence_length`` cached ones.
+    present_key/value are (b, kv_heads, max(total_sequence_length, past length), h), zero beyond
+    each entry's rows, as onnxruntime writes them when past and present are separate buffers.
+    """
+    unsupported = {
+        "quantized KV cache": k_scale is not None or v_scale is not None or kv_cache_bit_width
+        or k_quant_type != "NONE" or v_quant_type != "NONE",
+        "query_seqlens": query_seqlens is not None,
+        "sliding_window_cache": sliding_window_cache,
+        "qk_output": qk_output,
+    }  # fmt: skip
+    for what, used in unsupported.items():
+        if used:
+            raise NotImplementedError(f"GroupQueryAttention with {what} is not supported")
+    b, s, d = B.shape(query)
+    if key is None:  # packed QKV
+        h = d // (num_heads + 2 * kv_num_heads)
+        query, key, value = B.split(query, [num_heads * h, kv_num_heads * h, kv_num_heads * h], -1)
+    q = split_heads(B, query, num_heads)
+    k = split_heads(B, key, kv_num_heads)
+    v = split_heads(B, value, kv_num_heads)
+    h = B.shape(q)[-1]
+    total = int(np.asarray(total_sequence_length).reshape(-1)[0])
+    first_prompt = past_key is None or (s > 1 and s == total)
+    total_b = B.add(B.astype(seqlens_k, np.int32), 1)  # valid rows per entry after this step
+    past_b = B.zeros((b,), np.int32) if first_prompt else B.subtract(total_b, s)
+    if q_norm_weight is not None:
+        q = _head_rms_norm(B, q, q_norm_weight, q_norm_epsilon or qk_norm_epsilon)
+        k = _head_rms_norm(B, k, k_norm_weight, k_norm_epsilon or qk_norm_epsilon)
+    if do_rotary:
+        if position_ids is not None:
+            pos = position_ids
+        else:
+            pos = B.add(B.reshape(past_b, (b, 1)), B.reshape(_positions(B, s), (1, s)))
+        cos, sin = _rope_tables(B, cos_cache, sin_cache, pos, B.dtype(q))
+        q, k = rope(B, q, cos, sin, rotary_interleaved), rope(B, k, cos, sin, rotary_interleaved)
+    length = max(total, B.shape(past_key)[2] if past_key is not None else 0)
+    present_key = write_cache(B, past_key, k, past_b, length)
+    present_value = write_cache(B, past_value, v, past_b, length)
+    # key t is visible to query row i when t < min(past + i + 1, total) and within the window
+    t = B.reshape(_positions(B, length), (1, 1, 1, length))
+    rows = B.reshape(_positions(B, s), (1, 1, s, 1))
+    end = B.reshape(total_b, (b, 1, 1, 1))
+    if causal:
+        end = B.minimum(B.add(B.add(B.reshape(past_b, (b, 1, 1, 1)), rows), 1), end)
+    allowed = B.less(t, end)
+    if local_window_size >= 0:
+        allowed = B.logical_and(allowed, B.greater_equal(t, B.subtract(end, local_window_size)))
+    bias = None
+    if attention_bias is not None:
+        cols = B.shape(attention_bias)[-1]
+        bias = (
+            attention_bias
+            if cols == length
+            else B.pad(attention_bias, [(0, 0)] * 3 + [(0, length - cols)], 0)
+        )
+    sink = head_sink
+    if sink is None and smooth_softmax == 1:
+        sink = B.zeros((num_heads,), B.dtype(q))
+    out = attend(B, q, present_key, present_value, _scale(scale, h), bias, allowed, softcap, sink)
+    return merge_heads(B, out), present_key, present_value
+
+
+@register("RotaryEmbedding", 1, MS_DOMAIN)
+def rotary_embedding_1(
+    B: Any,
+    x: Any,
+    position_ids: Any,
+    cos_cache: Any,
+    sin_cache: Any,
+    *,
+    interleaved: int = 0,
+    is_packed_batching: int = 0,
+    num_heads: int = 0,
+    rotary_embedding_dim: int = 0,
+    scale: float = 1.0,
+) -> Any:
+    """RoPE on (b, s, hidden) or (b, heads, s, head_size); position_ids (1,) is an offset.
+
+    ``scale`` is accepted and unused, as in onnxruntime's kernels.
+    """
+    if is_packed_batching:
+        raise NotImplementedError("RotaryEmbedding with is_packed_batching=1 is not supported")
+    shape = B.shape(x)
+    half = B.shape(cos_cache)[-1]
+    if len(shape) == 3:
+        b, s, d = shape
+        head_size = d // num_heads if num_heads else 2 * half
+        x = B.reshape(x, (b, s, d // head_size, head_size))
+        seq_axis = 1
+    else:
+        b, s = shape[0], shape[2]
+        seq_axis = 2
+    if len(B.shape(position_ids)) == 1:  # a start position shared by the batch
+        pos = B.add(
+            B.reshape(B.astype(position_ids, np.int64), (1, 1)), B.reshape(_positions(B, s, np.int64), (1, s))
+        )
+        pos = B.broadcast_to(pos, (b, s))
+    else:
+        pos = position_ids
+    cos = B.astype(B.take(cos_cache, pos, 0), B.dtype(x))  # (b, s, half)
+    sin = B.astype(B.take(sin_cache, pos, 0), B.dtype(x))
+    axis = 2 if seq_axis == 1 else 1
+    y = rope(B, x, B.expand_dims(cos, [axis]), B.expand_dims(sin, [axis]), interleaved)
+    return B.reshape(y, shape)
+
+
+def key_mask_bias(B: Any, mask: Any, b: int, s: int, total: int, past: int, causal: int, fill: float) -> Any:
+    """Additive (b, 1, s, total) bias: ``fill`` where onnxruntime's mask forms hide a key.
+
+    Forms: (b) valid lengths (right padding); (2b) end positions then start positions; (b, total)
+    or (b, s, total) with 0 for hidden keys; (b, 1, max, max) sliced at the past length.
+    """
+    t = B.reshape(_positions(B, total), (1, 1, 1, total))
+    hidden = None
+    if mask is not None:
+        shape = B.shape(mask)
+        if len(shape) == 1 and shape[0] in (b, 2 * b):
+            ends = B.reshape(B.astype(B.slice(mask, [0], [b], [1]), np.int32), (b, 1, 1, 1))
+            hidden = B.greater_equal(t, ends)
+            if shape[0] == 2 * b:
+                starts = B.reshape(B.astype(B.slice(mask, [b], [2 * b], [1]), np.int32), (b, 1, 1, 1))
+                hidden = B.logical_or(hidden, B.less(t, starts))
+        elif len(shape) in (2, 3, 4):
+            if len(shape) == 4:
+                mask = B.slice(mask, [0, 0, past, 0], [b, 1, past + s, total], [1, 1, 1, 1])
+            hidden = B.equal(B.reshape(mask, (b, 1, -1, total)), B.zeros((), B.dtype(mask)))
+        else:
+            raise NotImplementedError(f"attention mask of shape {shape} is not supported")
+    if causal:
+        rows = B.reshape(_positions(B, s), (1, 1, s, 1))
+        future = B.greater(t, B.add(rows, past))
+        hidden = future if hidden is None else B.logical_or(hidden, future)
+    if hidden is None:
+        return None
+    return B.where(hidden, B.full((), fill, np.float32), B.zeros((), np.float32))
+
+
+def _add_bias(B: Any, bias: Any, extra: Any) -> Any:
+    if extra is None:
+        return bias
+    return extra if bias is None else B.add(bias, B.astype(extra, np.float32))
+
+
+@register("MultiHeadAttention", 1, MS_DOMAIN)
+def multi_head_attention_1(
+    B: Any,
+    query: Any,
+    key: Any = None,
+    value: Any = None,
+    bias: Any = None,
+    key_padding_mask: Any = None,
+    attention_bias: Any = None,
+    past_key: Any = None,
+    past_value: Any = None,
+    past_sequence_length: Any = None,
+    cache_indirection: Any = None,
+    *,
+    num_heads: int,
+    mask_filter_value: float = -10000.0,
+    scale: float = 0.0,
+    unidirectional: int = 0,
+) -> tuple[Any, Any, Any]:
+    """Self/cross attention on projected q/k/v: separate (b, s, d), packed QKV (b, s, n, 3, h),
+    packed KV (b, l, n, 2, h) or key/value already in (b, n, l, h)."""
+    if past_sequence_length is not None or cache_indirection is not None:
+        raise NotImplementedError("MultiHeadAttention with a shared KV buffer or beam cache_indirection")
+    n = num_heads
+    bnsh_kv = key is not None and len(B.shape(key)) == 4
+    if len(B.shape(query)) == 5:  # packed QKV
+        query, key, value = (B.squeeze(t, [3]) for t in B.split(query, [1, 1, 1], 3))
+    elif len(B.shape(key)) == 5:  # packed KV
+        key, value = (B.squeeze(t, [3]) for t in B.split(key, [1, 1], 3))
+    b, s = B.shape(query)[:2]
+    # everything to (b, seq, n, h) unless key/value are already (b, n, l, h)
+    q = B.reshape(query, (b, s, n, -1))
+    k, v = (key, value) if bnsh_kv else (B.reshape(t, B.shape(t)[:2] + (n, -1)) for t in (key, value))
+    if bias is not None:
+        hq, hk, hv = B.shape(q)[-1], B.shape(k)[-1], B.shape(v)[-1]
+        bq, bk, bv = B.split(bias, [n * hq, n * hk, n * hv], 0)
+        q = B.add(q, B.reshape(bq, (n, hq)))
+        if not bnsh_kv:
+            k, v = B.add(k, B.reshape(bk, (n, hk))), B.add(v, B.reshape(bv, (n, hv)))
+    q = B.transpose(q, (0, 2, 1, 3))
+    if not bnsh_kv:
+        k, v = B.transpose(k, (0, 2, 1, 3)), B.transpose(v, (0, 2, 1, 3))
+    past = 0
+    if past_key is not None:
+        past = B.shape(past_key)[2]
+        k, v = B.concatenate([past_key, k], 2), B.concatenate([past_value, v], 2)
+    total = B.shape(k)[2]
+    mask = key_mask_bias(B, key_padding_mask, b, s, total, past, unidirectional, mask_filter_value)
+    out = attend(B, q, k, v, _scale(scale, B.shape(q)[-1]), _add_bias(B, mask, attention_bias))
+    return merge_heads(B, out), k, v
+
+
+@register("Attention", 1, MS_DOMAIN)
+def attention_1(
+    B: Any,
+    x: Any,
+    weights: Any,
+    bias: Any = None,
+    mask_index: Any = None,
+    past: Any = None,
+    attention_bias: Any = None,
+    past_sequence_length: Any = None,
+    *,
+    num_heads: int,
+    qkv_hidden_sizes: list[int] | None = None,
+    unidirectional: int = 0,
+    scale: float = 0.0,
+    mask_filter_value: float = -10000.0,
+    past_present_share_buffer: int = 0,
+    do_rotary: int = 0,
+    rotary_embedding_dim: int = 0,
+) -> tuple[Any, Any]:
+    """The fused-projection attention of BERT/GPT-2 exports; present is (2, b, n, past + s, h)."""
+    if past_present_share_buffer or past_sequence_length is not None or do_rotary:
+        raise NotImplementedError("Attention with a shared past/present buffer or do_rotary is not supported")
+    b, s = B.shape(x)[:2]
+    qkv = B.matmul(x, weights)
+    if bias is not None:
+        qkv = B.add(qkv, bias)
+    sizes = list(qkv_hidden_sizes) if qkv_hidden_sizes else [B.shape(weights)[1] // 3] * 3
+    q, k, v = (split_heads(B, t, num_heads) for t in B.split(qkv, sizes, -1))
+    past_len = 0
+    if past is not None:
+        past_len = B.shape(past)[3]
+        pk, pv = (B.squeeze(t, [0]) for t in B.split(past, [1, 1], 0))
+        k, v = B.concatenate([pk, k], 2), B.concatenate([pv, v], 2)
+    total = B.shape(k)[2]
+    mask = key_mask_bias(B, mask_index, b, s, total, past_len, unidirectional, mask_filter_value)
+    out = attend(B, q, k, v, _scale(scale, sizes[0] // num_heads), _add_bias(B, mask, attention_bias))
+    present = B.stack([k, v], 0) if sizes[1] == sizes[2] else None
+    return merge_heads(B, out), present

@@ -1,0 +1,189 @@
+"""Integer matmul and convolution: MatMulInteger, ConvInteger, QLinearMatMul, QLinearConv.
+
+The int32 accumulation is done exactly in float32: inputs minus zero points lie in [-255, 255],
+so a sum of 256 products stays below 2**24, where float32 holds every integer. Longer reductions
+are split into chunks of at most 256 terms whose int32 partial sums are then added.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ._window import spatial_pads
+from .quantized import INT_RANGES, quantize_linear, saturate_int
+from .registry import register
+
+CHUNK = 256
+F32 = np.dtype(np.float32)
+
+
+def _centered(B: Any, x: Any, zero_point: Any, shape: tuple[int, ...] | None = None) -> Any:
+    """``x - zero_point`` in float32; ``shape`` reshapes a zero point that is not a scalar."""
+    xf = B.astype(x, F32)
+    if zero_point is None:
+        return xf
+    zp = B.astype(zero_point, F32)
+    if shape is not None and int(np.prod(B.shape(zp))) > 1:
+        zp = B.reshape(zp, shape)
+    elif int(np.prod(B.shape(zp))) == 1:
+        zp = B.reshape(zp, ())
+    return B.subtract(xf, zp)
+
+
+def int_matmul(B: Any, a: Any, b: Any) -> Any:
+    """Exact int32 ``a @ b`` of float32 operands holding integers in [-255, 255] (numpy matmul rules)."""
+    va, vb = len(B.shape(a)) == 1, len(B.shape(b)) == 1
+    a = B.expand_dims(a, [0]) if va else a
+    b = B.expand_dims(b, [1]) if vb else b
+    k = B.shape(a)[-1]
+    if k <= CHUNK:
+        out = B.astype(B.matmul(a, b), np.int32)
+    else:
+        c = -(-k // CHUNK)
+        ra, rb = len(B.shape(a)), len(B.shape(b))
+        a = B.pad(a, [(0, 0)] * (ra - 1) + [(0, c * CHUNK - k)], 0.0)
+        b = B.pad(b, [(0, 0)] * (rb - 2) + [(0, c * CHUNK - k), (0, 0)], 0.0)
+        a = B.reshape(a, B.shape(a)[:-1] + (c, CHUNK))  # (..., M, c, CHUNK)
+        perm = list(range(ra + 1))
+        perm[-3], perm[-2] = perm[-2], perm[-3]
+        a = B.transpose(a, perm)  # (..., c, M, CHUNK)
+        b = B.reshape(b, B.shape(b)[:-2] + (c, CHUNK, B.shape(b)[-1]))
+        out = B.astype(B.sum(B.astype(B.matmul(a, b), np.int32), -3), np.int32)
+    if va:
+        out = B.squeeze(out, [-2])
+    return B.squeeze(out, [-1]) if vb else out
+
+
+def int_conv(B: Any, x: Any, w: Any, pads: Any, strides: Any, dilations: Any, group: int) -> Any:
+    """Exact int32 convolution of float32 operands holding integers in [-255, 255]."""
+    (n, _, *space), (m, cg, *kernel) = B.shape(x), B.shape(w)
+    step = max(1, CHUNK // int(np.prod(kernel)))  # exact while one input channel's window fits
+    if cg <= step:
+        return B.astype(B.conv(x, w, strides, pads, dilations, group), np.int32)
+    xg = B.reshape(x, (n, group, cg, *space))
+    total = None
+    for lo in range(0, cg, step):
+        hi = min(cg, lo + step)
+        r = len(space)
+        xs = B.slice(xg, [0, 0, lo] + [0] * r, [n, group, hi] + list(space), [1] * (3 + r))
+        xs = B.reshape(xs, (n, group * (hi - lo), *space))
+        ws = B.slice(w, [0, lo] + [0] * r, [m, hi] + list(kernel), [1] * (2 + r))
+        part = B.astype(B.conv(xs, ws, strides, pads, dilations, group), np.int32)
+        total = part if total is None else B.add(total, part)
+    return total
+
+
+def _conv_geometry(
+    B: Any, x: Any, w: Any, auto_pad: str, dilations: Any, kernel_shape: Any, pads: Any, strides: Any
+):
+    kernel = list(kernel_shape or B.shape(w)[2:])
+    pairs, strides, dilations, _ = spatial_pads(B.shape(x)[2:], kernel, strides, dilations, pads, auto_pad)
+    return pairs, strides, dilations
+
+
+def _requantize(B: Any, acc: Any, multiplier: Any, y_zero_point: Any, out: np.dtype) -> Any:
+    """``saturate(round(acc * multiplier) + y_zero_point)`` as ``out``."""
+    y = B.multiply(B.astype(acc, F32), multiplier)
+    if out not in INT_RANGES:  # float8 results: quantize on the host with unit scale
+        return quantize_linear(B, y, B.full((), 1.0, F32), y_zero_point)
+    y = B.round(y)
+    if y_zero_point is not None:
+        y = B.add(
+            y, B.astype(B.reshape(y_zero_point, ()) if _size(B, y_zero_point) == 1 else y_zero_point, F32)
+        )
+    return saturate_int(B, y, out)
+
+
+def _size(B: Any, v: Any) -> int:
+    return int(np.prod(B.shape(v)))
+
+
+def _row_param(B: Any, v: Any) -> Any:
+    """A per-row (1-D, length M) parameter of the left operand, as an (M, 1) column."""
+    return B.reshape(v, (_size(B, v), 1)) if len(B.shape(v)) == 1 and _size(B, v) > 1 else v
+
+
+@register("MatMulInteger", 10)
+def matmul_integer_10(B: Any, A: Any, Bm: Any, a_zero_point: Any = None, b_zero_point: Any = None) -> Any:
+    a = _centered(B, A, None if a_zero_point is None else _row_param(B, a_zero_point))
+    return int_matmul(B, a, _centered(B, Bm, b_zero_point))
+
+
+@register("ConvInteger", 10)
+def conv_integer_10(
+    B: Any,
+    x: Any,
+    w: Any,
+    x_zero_point: Any = None,
+    w_zero_point: Any = None,
+    *,
+    auto_pad: str = "NOTSET",
+    dilations: Any = None,
+    group: int = 1,
+    kernel_shape: Any = None,
+    pads: Any = None,
+    strides: Any = None,
+) -> Any:
+    pairs, strides, dilations = _conv_geometry(B, x, w, auto_pad, dilations, kernel_shape, pads, strides)
+    wshape = (B.shape(w)[0],) + (1,) * (len(B.shape(w)) - 1)  # per output channel
+    return int_conv(
+        B,
+        _centered(B, x, x_zero_point),
+        _centered(B, w, w_zero_point, wshape),
+        pairs,
+        strides,
+        dilations,
+        group,
+    )
+
+
+def _multiplier(B: Any, *scales: Any) -> Any:
+    """``s0 * s1 / s2`` in the scales' own precision, as float32 (as the reference computes it)."""
+    m = B.divide(B.multiply(scales[0], scales[1]), scales[2])
+    return B.astype(m, F32)
+
+
+def qlinear_matmul(
+    B: Any, a: Any, a_scale: Any, a_zero_point: Any, b: Any, b_scale: Any, b_zero_point: Any,
+    y_scale: Any, y_zero_point: Any = None,
+) -> Any:  # fmt: skip
+    """Requantized integer matmul; per-row ``a`` and per-column ``b`` parameters are 1-D."""
+    out = np.dtype(B.dtype(y_zero_point) if y_zero_point is not None else B.dtype(a))
+    if np.dtype(B.dtype(a)) in INT_RANGES and np.dtype(B.dtype(b)) in INT_RANGES:
+        acc = int_matmul(B, _centered(B, a, _row_param(B, a_zero_point)), _centered(B, b, b_zero_point))
+    else:  # float8 operands: their zero points are zero
+        acc = B.matmul(B.astype(a, F32), B.astype(b, F32))
+    return _requantize(B, acc, _multiplier(B, _row_param(B, a_scale), b_scale, y_scale), y_zero_point, out)
+
+
+register("QLinearMatMul", 10)(qlinear_matmul)
+register("QLinearMatMul", 21)(qlinear_matmul)
+
+
+@register("QLinearConv", 10)
+def qlinear_conv_10(
+    B: Any, x: Any, x_scale: Any, x_zero_point: Any, w: Any, w_scale: Any, w_zero_point: Any,
+    y_scale: Any, y_zero_point: Any = None, bias: Any = None, *, auto_pad: str = "NOTSET",
+    dilations: Any = None, group: int = 1, kernel_shape: Any = None, pads: Any = None, strides: Any = None,
+) -> Any:  # fmt: skip
+    """Integer convolution plus int32 bias, requantized with per-tensor or per-output-channel ``w_scale``."""
+    pairs, strides, dilations = _conv_geometry(B, x, w, auto_pad, dilations, kernel_shape, pads, strides)
+    wshape = (B.shape(w)[0],) + (1,) * (len(B.shape(w)) - 1)
+    acc = int_conv(
+        B,
+        _centered(B, x, x_zero_point),
+        _centered(B, w, w_zero_point, wshape),
+        pairs,
+        strides,
+        dilations,
+        group,
+    )
+    r = len(B.shape(x))
+    if bias is not None:
+        acc = B.add(acc, B.reshape(B.astype(bias, np.int32), (1, -1) + (1,) * (r - 2)))
+    if _size(B, w_scale) > 1:
+        w_scale = B.reshape(w_scale, (1, -1) + (1,) * (r - 2))
+    out = np.dtype(B.dtype(y_zero_point) if y_zero_point is not None else B.dtype(x))
+    return _requantize(B, acc, _multiplier(B, x_scale, w_scale, y_scale), y_zero_point, out)

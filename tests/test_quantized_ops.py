@@ -1,0 +1,354 @@
+"""Quantized ops against onnxruntime on mlx and torch, and the quantized_matmul primitive.
+
+Integer outputs must match exactly; float outputs of the same math within ``RTOL`` of the output's
+scale (the block sums are ordered differently from onnxruntime's kernels).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import transmuter_mlx
+from transmuter_mlx.converters.backends import get_backend
+from transmuter_mlx.converters.backends.base import pack_quantized, unpack_quantized
+
+ort = pytest.importorskip("onnxruntime")
+BACKENDS = ["mlx", "torch"]
+RTOL = 1e-5
+MS = [helper.make_opsetid("", 21), helper.make_opsetid("com.microsoft", 1)]
+
+
+def _ort(model: onnx.ModelProto, feeds: dict) -> list[np.ndarray]:
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 4
+    sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    return sess.run(None, feeds)
+
+
+def _ours(model: onnx.ModelProto, feeds: dict, backend: str) -> list[np.ndarray]:
+    m = transmuter_mlx.load(model, backend=backend)
+    out = m(feeds)
+    B = m.backend
+    return [
+        B.to_numpy(out[o.name]) if B.is_array(out[o.name]) else np.asarray(out[o.name])
+        for o in model.graph.output
+    ]
+
+
+def _check(model: onnx.ModelProto, feeds: dict, backend: str, rtol: float = RTOL) -> None:
+    for ref, got in zip(_ort(model, feeds), _ours(model, feeds, backend)):
+        assert got.dtype == ref.dtype and got.shape == ref.shape
+        if ref.dtype.kind in "iu":
+            np.testing.assert_array_equal(got, ref)
+        else:
+            scale = float(np.abs(ref.astype(np.float64)).max()) or 1.0
+            np.testing.assert_allclose(got.astype(np.float64), ref, rtol=0, atol=rtol * scale)
+
+
+def _model(nodes, inputs, outputs, inits=(), opsets=MS) -> onnx.ModelProto:
+    g = helper.make_graph(nodes, "g", inputs, outputs, list(inits))
+    return helper.make_model(g, opset_imports=opsets)
+
+
+def _vi(name: str, dtype, shape) -> onnx.ValueInfoProto:
+    return helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(np.dtype(dtype)), shape)
+
+
+# -- the primitive ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("bits", [2, 4, 8])
+def test_pack_quantized_matches_byte_stream(bits):
+    rng = np.random.default_rng(bits)
+    codes = rng.integers(0, 2**bits, (3, 64)).astype(np.uint8)
+    words = pack_quantized(codes, bits)
+    assert words.dtype == np.uint32 and words.shape == (3, 64 * bits // 32)
+    np.testing.assert_array_equal(unpack_quantized(words, bits), codes)
+    # ONNX MatMulNBits packs low bits first in bytes: the same stream read as little-endian uint32
+    per = 8 // bits
+    stream = np.bitwise_or.reduce(codes.reshape(3, -1, per) << (bits * np.arange(per)), axis=-1).astype(
+        np.uint8
+    )
+    np.testing.assert_array_equal(stream.view("<u4"), words)
+
+
+@pytest.mark.parametrize("bits,group", [(4, 32), (8, 64), (2, 128), (4, 128)])
+def test_quantized_matmul_backends_agree(bits, group):
+    rng = np.random.default_rng(0)
+    n, k = 6, 256
+    words = pack_quantized(rng.integers(0, 2**bits, (n, k)), bits)
+    scales = (rng.random((n, k // group)) * 0.1).astype(np.float32)
+    biases = rng.standard_normal((n, k // group)).astype(np.float32)
+    x = rng.standard_normal((2, 3, k)).astype(np.float32)
+    ref = get_backend("numpy").quantized_matmul(x, words, scales, biases, group, bits)
+    codes = unpack_quantized(words, bits).astype(np.float64)
+    dense = codes * np.repeat(scales, group, 1) + np.repeat(biases, group, 1)
+    np.testing.assert_allclose(ref, x.astype(np.float64) @ dense.T, rtol=1e-4, atol=1e-4)
+    for name in BACKENDS:
+        B = get_backend(name)
+        got = B.quantized_matmul(*(B.asarray(a) for a in (x, words, scales, biases)), group, bits)
+        np.testing.assert_allclose(B.to_numpy(got), ref, rtol=1e-5, atol=1e-5)
+
+
+# -- MatMulNBits ------------------------------------------------------------------------------
+
+
+def _nbits_model(K, N, bits, block, zp, g_idx, bias, dtype=np.float32, lead=(3,), seed=0):
+    rng = np.random.default_rng(seed)
+    kb = -(-K // block)
+    inits = [
+        numpy_helper.from_array(rng.integers(0, 256, (N, kb, block * bits // 8), dtype=np.uint8), "B"),
+        numpy_helper.from_array((rng.random(N * kb) * 0.1 + 0.01).astype(dtype), "scales"),
+    ]
+    names = ["A", "B", "scales", "", "", ""]
+    if zp == "packed":
+        inits.append(
+            numpy_helper.from_array(rng.integers(0, 256, N * -(-kb * bits // 8), dtype=np.uint8), "zp")
+        )
+        names[3] = "zp"
+    elif zp == "float":
+        inits.append(numpy_helper.from_array((rng.random(N * kb) * (2**bits - 1)).astype(dtype), "zp"))
+        names[3] = "zp"
+    if g_idx is not None:
+        g = np.arange(K) // block if g_idx == "natural" else rng.permutation(np.arange(K) // block)
+        inits.append(numpy_helper.from_array(g.astype(np.int32), "g_idx"))
+        names[4] = "g_idx"
+    if bias:
+        inits.append(numpy_helper.from_array(rng.standard_normal(N).astype(dtype), "bias"))
+        names[5] = "bias"
+    while names[-1] == "":
+        names.pop()
+    node = helper.make_node(
+        "MatMulNBits", names, ["Y"], domain="com.microsoft", K=K, N=N, bits=bits, block_size=block
+    )
+    model = _model([node], [_vi("A", dtype, [*lead, K])], [_vi("Y", dtype, None)], inits)
+    return model, {"A": rng.standard_normal((*lead, K)).astype(dtype)}
+
+
+NBITS_CASES = [
+    # K, N, bits, block, zero points, g_idx, bias, leading dims
+    (64, 8, 4, 32, None, None, False, (3,)),
+    (80, 5, 4, 32, "packed", None, True, (2, 3)),  # K not a multiple of the block
+    (256, 4, 8, 64, "packed", None, False, (1,)),  # 8 bits
+    (96, 6, 4, 16, "packed", None, False, (4,)),  # block 16: no MLX group, dequantized
+    (512, 3, 4, 256, None, None, True, (2,)),  # block 256 split into MLX groups of 128
+    (64, 4, 2, 32, "packed", None, False, (3,)),  # 2 bits
+    (128, 7, 4, 128, "float", None, False, (2, 1)),  # float zero points
+    (96, 6, 4, 32, None, "natural", False, (3,)),
+    (96, 6, 4, 32, "float", "permuted", True, (3,)),  # act-order groups: dequantized
+]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize(
+    "case", NBITS_CASES, ids=[f"K{c[0]}N{c[1]}b{c[2]}bs{c[3]}-{c[4]}-{c[5]}" for c in NBITS_CASES]
+)
+def test_matmul_nbits(case, backend):
+    K, N, bits, block, zp, g_idx, bias, lead = case
+    model, feeds = _nbits_model(K, N, bits, block, zp, g_idx, bias, lead=lead)
+    _check(model, feeds, backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_matmul_nbits_float16(backend):
+    model, feeds = _nbits_model(128, 8, 4, 32, "packed", None, True, dtype=np.float16)
+    _check(model, feeds, backend, rtol=2e-3)
+
+
+def test_matmul_nbits_keeps_weights_packed_on_mlx():
+    model, feeds = _nbits_model(128, 8, 4, 64, "packed", None, False)
+    from transmuter_mlx.converters.ops import quantized_contrib
+
+    before = set(quantized_contrib._CACHE)
+    m = transmuter_mlx.load(model, backend="mlx")
+    m(feeds)
+    m(feeds)  # the compiled replay reuses the packed weights: one plan
+    plans = [v for k, v in quantized_contrib._CACHE.items() if k not in before]
+    assert len(plans) == 1 and plans[0][0] == "packed" and str(plans[0][1].dtype) == "mlx.core.uint32"
+    del m
+
+
+# -- GatherBlockQuantized ------------------------------------------------------------------------
+
+
+def _gbq_model(kind, shape, bits, block, quantize_axis, gather_axis, zp, idx_shape=(2, 3), seed=0):
+    rng = np.random.default_rng(seed)
+    sshape = list(shape)
+    sshape[quantize_axis] = -(-shape[quantize_axis] // block)
+    if kind == "uint8":
+        packed = list(shape)
+        packed[-1] = shape[-1] * bits // 8
+        data = numpy_helper.from_array(rng.integers(0, 256, packed, dtype=np.uint8), "data")
+    else:
+        T, lo, hi = (TensorProto.INT4, -8, 8) if kind == "int4" else (TensorProto.UINT4, 0, 16)
+        data = helper.make_tensor("data", T, shape, rng.integers(lo, hi, shape).reshape(-1).tolist())
+    inits = [data, numpy_helper.from_array((rng.random(sshape) * 0.1 + 0.01).astype(np.float32), "scales")]
+    names = ["data", "idx", "scales"]
+    if zp and kind == "uint8":
+        zshape = sshape[:-1] + [-(-sshape[-1] * bits // 8)]
+        inits.append(numpy_helper.from_array(rng.integers(0, 256, zshape, dtype=np.uint8), "zp"))
+        names.append("zp")
+    elif zp:
+        T, lo, hi = (TensorProto.INT4, -8, 8) if kind == "int4" else (TensorProto.UINT4, 0, 16)
+        inits.append(helper.make_tensor("zp", T, sshape, rng.integers(lo, hi, sshape).reshape(-1).tolist()))
+        names.append("zp")
+    attrs = dict(bits=bits, block_size=block, quantize_axis=quantize_axis, gather_axis=gather_axis)
+    node = helper.make_node("GatherBlockQuantized", names, ["Y"], domain="com.microsoft", **attrs)
+    model = _model([node], [_vi("idx", np.int64, list(idx_shape))], [_vi("Y", np.float32, None)], inits)
+    idx = rng.integers(-shape[gather_axis], shape[gather_axis], idx_shape).astype(np.int64)
+    return model, {"idx": idx}
+
+
+GBQ_CASES = [
+    # data kind, shape, bits, block, quantize_axis, gather_axis, zero points
+    ("uint8", (10, 64), 4, 32, 1, 0, False),
+    ("uint8", (10, 64), 4, 32, 1, 0, True),
+    ("uint8", (10, 48), 8, 16, 1, 0, True),
+    ("int4", (10, 64), 4, 32, 1, 0, True),
+    ("uint4", (10, 48), 4, 32, 1, 0, False),  # last block is partial
+    ("int4", (6, 64, 4), 4, 16, 1, 0, True),
+    ("uint4", (32, 6), 4, 16, 0, 1, True),  # gather along the second axis
+]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize(
+    "case", GBQ_CASES, ids=[f"{c[0]}{list(c[1])}b{c[2]}q{c[4]}g{c[5]}zp{int(c[6])}" for c in GBQ_CASES]
+)
+def test_gather_block_quantized(case, backend):
+    model, feeds = _gbq_model(*case)
+    _check(model, feeds, backend, rtol=0)
+
+
+# -- standard quantization ops ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("shape", [(4, 6), (2, 5, 8)])
+def test_dynamic_quantize_then_matmul_integer(shape, backend):
+    rng = np.random.default_rng(len(shape))
+    k, n = shape[-1], 7
+    w = rng.integers(-128, 128, (k, n), dtype=np.int8)
+    nodes = [
+        helper.make_node("DynamicQuantizeLinear", ["x"], ["xq", "xs", "xz"]),
+        helper.make_node("MatMulInteger", ["xq", "w", "xz", "wz"], ["y"]),
+    ]
+    inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(np.int8(3), "wz")]
+    outs = [
+        _vi("y", np.int32, None),
+        _vi("xq", np.uint8, None),
+        _vi("xs", np.float32, None),
+        _vi("xz", np.uint8, None),
+    ]
+    model = _model(nodes, [_vi("x", np.float32, list(shape))], outs, inits, [helper.make_opsetid("", 13)])
+    _check(model, {"x": rng.standard_normal(shape).astype(np.float32) * 3}, backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_matmul_integer_long_reduction(backend):
+    """K > 256: the exact chunked int32 accumulation, with per-row and per-column zero points."""
+    rng = np.random.default_rng(1)
+    a = rng.integers(0, 256, (3, 5, 700), dtype=np.uint8)
+    b = rng.integers(0, 256, (700, 4), dtype=np.uint8)
+    node = helper.make_node("MatMulInteger", ["a", "b", "az", "bz"], ["y"])
+    inits = [numpy_helper.from_array(b, "b"), numpy_helper.from_array(np.uint8(7), "az"),
+             numpy_helper.from_array(rng.integers(0, 256, 4, dtype=np.uint8), "bz")]  # fmt: skip
+    model = _model([node], [_vi("a", np.uint8, [3, 5, 700])], [_vi("y", np.int32, None)], inits,
+                   [helper.make_opsetid("", 13)])  # fmt: skip
+    _check(model, {"a": a}, backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("shape,axis,block", [((4, 64), 1, 16), ((3, 10, 6), 1, 4), ((8, 5), 0, 3)])
+def test_quantize_dequantize_blocked(shape, axis, block, backend):
+    rng = np.random.default_rng(block)
+    sshape = list(shape)
+    sshape[axis] = -(-shape[axis] // block)
+    scale = (rng.random(sshape) * 0.05 + 0.01).astype(np.float32)
+    zp = rng.integers(-20, 20, sshape).astype(np.int8)
+    nodes = [
+        helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], axis=axis, block_size=block),
+        helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"], axis=axis, block_size=block),
+    ]
+    inits = [numpy_helper.from_array(scale, "s"), numpy_helper.from_array(zp, "z")]
+    model = _model(nodes, [_vi("x", np.float32, list(shape))], [_vi("q", np.int8, None), _vi("y", np.float32, None)],
+                   inits, [helper.make_opsetid("", 21)])  # fmt: skip
+    _check(model, {"x": rng.standard_normal(shape).astype(np.float32)}, backend)
+
+
+# -- graphs made by onnxruntime's own quantizers --------------------------------------------------
+
+
+def _float_model(K=64, N=32) -> tuple[onnx.ModelProto, dict]:
+    rng = np.random.default_rng(0)
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"]), helper.make_node("Relu", ["h"], ["r"]),
+             helper.make_node("Gemm", ["r", "w2", "b2"], ["y"])]  # fmt: skip
+    inits = [numpy_helper.from_array(rng.standard_normal((K, N)).astype(np.float32) * 0.2, "w1"),
+             numpy_helper.from_array(rng.standard_normal((N, 16)).astype(np.float32) * 0.2, "w2"),
+             numpy_helper.from_array(rng.standard_normal(16).astype(np.float32), "b2")]  # fmt: skip
+    model = _model(nodes, [_vi("x", np.float32, [4, K])], [_vi("y", np.float32, None)], inits,
+                   [helper.make_opsetid("", 17)])  # fmt: skip
+    return model, {"x": rng.standard_normal((4, K)).astype(np.float32)}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_ort_quantize_dynamic(tmp_path, backend):
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    model, feeds = _float_model()
+    src, dst = tmp_path / "f.onnx", tmp_path / "q.onnx"
+    onnx.save(model, src)
+    quantize_dynamic(str(src), str(dst), weight_type=QuantType.QInt8)
+    q = onnx.load(dst)
+    assert {"DynamicQuantizeLinear", "MatMulInteger"} <= {n.op_type for n in q.graph.node}
+    _check(q, feeds, backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("symmetric", [True, False])
+def test_ort_matmul_nbits_quantizer(backend, symmetric):
+    from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+
+    model, feeds = _float_model(K=128, N=64)
+    quant = MatMulNBitsQuantizer(model, bits=4, block_size=32, is_symmetric=symmetric)
+    quant.process()
+    q = quant.model.model
+    assert "MatMulNBits" in {n.op_type for n in q.graph.node}
+    _check(q, feeds, backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("group", [1, 2])
+def test_conv_integer_long_reduction(group, backend):
+    """40 channels x 3x3 > 256 terms: chunks of input channels, each exact in float32."""
+    rng = np.random.default_rng(group)
+    x = rng.integers(0, 256, (2, 40, 7, 6), dtype=np.uint8)
+    w = rng.integers(0, 256, (4, 40 // group, 3, 3), dtype=np.uint8)
+    node = helper.make_node(
+        "ConvInteger", ["x", "w", "xz", "wz"], ["y"], group=group, pads=[1, 0, 1, 1], strides=[2, 1]
+    )
+    inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(np.uint8(100), "xz"),
+             numpy_helper.from_array(np.uint8(120), "wz")]  # fmt: skip
+    model = _model([node], [_vi("x", np.uint8, list(x.shape))], [_vi("y", np.int32, None)], inits,
+                   [helper.make_opsetid("", 13)])  # fmt: skip
+    _check(model, {"x": x}, backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_qlinear_conv_per_channel(backend):
+    rng = np.random.default_rng(3)
+    x = rng.integers(0, 256, (1, 8, 9, 9), dtype=np.uint8)
+    w = rng.integers(-128, 128, (6, 8, 3, 3), dtype=np.int8)
+    names = ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"]
+    node = helper.make_node("QLinearConv", names, ["y"], pads=[1, 1, 1, 1])
+    inits = [numpy_helper.from_array(np.float32(0.02), "xs"), numpy_helper.from_array(np.uint8(128), "xz"),
+             numpy_helper.from_array(w, "w"), numpy_helper.from_array((rng.random(6) * 0.01).astype(np.float32), "ws"),
+             numpy_helper.from_array(np.zeros(6, np.int8), "wz"), numpy_helper.from_array(np.float32(0.05), "ys"),
+             numpy_helper.from_array(np.uint8(120), "yz"),
+             numpy_helper.from_array(rng.integers(-500, 500, 6).astype(np.int32), "b")]  # fmt: skip
+    model = _model([node], [_vi("x", np.uint8, list(x.shape))], [_vi("y", np.uint8, None)], inits,
+                   [helper.make_opsetid("", 13)])  # fmt: skip
+    _check(model, {"x": x}, backend)
