@@ -22,13 +22,12 @@ from typing import Any
 
 import numpy as np
 import onnx
-from onnx import numpy_helper
 
 from .backends import HOST, Backend
 from .errors import ConverterError, DynamicShapeError, OpError, UnsupportedOpError
 from .ops import OpSpec, registered_versions, resolve
 from .ops.registry import normalize_domain
-from .values import attribute_value, is_host, tensor_to_numpy
+from .values import attribute_value, is_host, sparse_to_numpy, tensor_to_numpy
 
 
 @dataclass(frozen=True)
@@ -59,7 +58,7 @@ class Program:
         self.output_names = [o.name for o in graph.output]
         self.initializers = {t.name: tensor_to_numpy(t) for t in graph.initializer}
         for sparse in graph.sparse_initializer:
-            self.initializers[sparse.values.name] = numpy_helper.to_array(sparse)  # dense copy
+            self.initializers[sparse.values.name] = sparse_to_numpy(sparse)  # dense copy
         missing = find_missing_ops(graph, self.opsets)
         if missing:
             raise UnsupportedOpError(missing, registered_versions())

@@ -14,6 +14,17 @@ def tensor_to_numpy(t: onnx.TensorProto) -> np.ndarray:
     return numpy_helper.to_array(t)
 
 
+def sparse_to_numpy(t: onnx.SparseTensorProto) -> np.ndarray:
+    """A SparseTensorProto as a dense numpy array (indices are flat [NNZ] or coordinates [NNZ, rank])."""
+    values = tensor_to_numpy(t.values).reshape(-1)
+    indices = tensor_to_numpy(t.indices).astype(np.int64)
+    dense = np.zeros(int(np.prod(t.dims)), dtype=values.dtype)
+    if indices.ndim == 2:
+        indices = np.ravel_multi_index(tuple(indices.T), tuple(t.dims))
+    dense[indices.reshape(-1)] = values
+    return dense.reshape(tuple(t.dims))
+
+
 def attribute_value(a: onnx.AttributeProto) -> Any:
     """An attribute as a Python value: tensors become numpy, strings become ``str``."""
     T = onnx.AttributeProto
@@ -22,7 +33,7 @@ def attribute_value(a: onnx.AttributeProto) -> Any:
     if a.type == T.TENSORS:
         return [tensor_to_numpy(t) for t in a.tensors]
     if a.type == T.SPARSE_TENSOR:
-        return numpy_helper.to_array(a.sparse_tensor)
+        return sparse_to_numpy(a.sparse_tensor)
     if a.type == T.STRING:
         return a.s.decode("utf-8", errors="replace")
     if a.type == T.STRINGS:

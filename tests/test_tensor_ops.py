@@ -1,0 +1,138 @@
+"""Tensor ops on cases the ONNX suite leaves out, against onnx's reference evaluator."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
+
+from converters.model import load
+
+BACKENDS = ["mlx", "torch"]
+
+
+def _model(
+    op: str, inputs: dict[str, np.ndarray], consts: dict[str, np.ndarray], n_out: int = 1, opset=18, **attrs
+):
+    names = list(inputs) + list(consts)
+    outs = [f"y{i}" for i in range(n_out)]
+    node = helper.make_node(op, names, outs, **attrs)
+    vi = [
+        helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
+        for n, v in inputs.items()
+    ]
+    out_vi = [helper.make_tensor_value_info(o, TensorProto.UNDEFINED, None) for o in outs]
+    init = [numpy_helper.from_array(v, n) for n, v in consts.items()]
+    graph = helper.make_graph([node], "g", vi, out_vi, init)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def _check(model: onnx.ModelProto, feeds: dict[str, np.ndarray], backend: str) -> None:
+    want = ReferenceEvaluator(model).run(None, feeds)
+    m = load(model, backend=backend)
+    got = m(feeds)
+    for w, name in zip(want, [o.name for o in model.graph.output]):
+        g = m.backend.to_numpy(got[name]) if m.backend.is_array(got[name]) else np.asarray(got[name])
+        assert g.dtype == w.dtype and g.shape == w.shape, (name, g.dtype, g.shape, w.dtype, w.shape)
+        np.testing.assert_array_equal(g, w)
+
+
+X = np.arange(60, dtype=np.float32).reshape(3, 4, 5)
+SLICES = [
+    ([0, -1], [3, -(10**9)], [0, 2], [1, -1]),
+    ([10, 2], [-10, -10], [2, 1], [-2, -3]),
+    ([-1], [-4], [-1], [-1]),
+    ([0], [10**18], [1], [3]),
+    ([4], [-1], [2], [-1]),
+]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("starts,ends,axes,steps", SLICES)
+def test_slice_clamping(backend, starts, ends, axes, steps):
+    consts = {n: np.array(v, np.int64) for n, v in zip(("s", "e", "a", "t"), (starts, ends, axes, steps))}
+    _check(_model("Slice", {"x": X}, consts), {"x": X}, backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("mode", ["constant", "reflect", "edge", "wrap"])
+@pytest.mark.parametrize("pads", [[1, 2, 0, 3, 1, 2], [0, -1, 2, 1, 3, -2], [2, 3, 4, 2, 3, 4]])
+def test_pad_modes(backend, mode, pads):
+    """Negative pads crop first (the reference evaluator refuses them), then numpy pads."""
+    begin, end = pads[:3], pads[3:]
+    crop = X[tuple(slice(max(-b, 0), X.shape[i] - max(-e, 0)) for i, (b, e) in enumerate(zip(begin, end)))]
+    widths = [(max(b, 0), max(e, 0)) for b, e in zip(begin, end)]
+    kw = {"constant_values": 1.5} if mode == "constant" else {}
+    want = np.pad(crop, widths, mode=mode, **kw)
+    consts = {"p": np.array(pads, np.int64), "v": np.array(1.5, np.float32)}
+    m = load(_model("Pad", {"x": X}, consts, opset=19, mode=mode), backend=backend)
+    got = m.backend.to_numpy(m({"x": X})["y0"])
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_gather_nd_batch_dims_2(backend):
+    data = np.arange(2 * 3 * 4 * 5, dtype=np.float32).reshape(2, 3, 4, 5)
+    idx = np.array([[[[1], [-1]], [[0], [2]], [[3], [-4]]]] * 2, np.int64)
+    _check(_model("GatherND", {"d": data, "i": idx}, {}, batch_dims=2), {"d": data, "i": idx}, backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("reduction", ["none", "add", "mul", "max", "min"])
+def test_scatter_nd_slices(backend, reduction):
+    data = np.arange(24, dtype=np.float32).reshape(4, 3, 2)
+    idx = np.array([[1], [-1]] if reduction == "none" else [[1], [-3], [3]], np.int64)
+    upd = np.full((len(idx), 3, 2), 2.0, np.float32)
+    feeds = {"d": data, "i": idx, "u": upd}
+    _check(_model("ScatterND", feeds, {}, reduction=reduction), feeds, backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_split_uneven_num_outputs(backend):
+    x = np.arange(7, dtype=np.int64)
+    _check(_model("Split", {"x": x}, {}, n_out=3, num_outputs=3), {"x": x}, backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_range_int_exact(backend):
+    consts = {"a": np.array(-7, np.int64), "b": np.array(10, np.int64), "c": np.array(3, np.int64)}
+    x = np.zeros(1, np.float32)
+    model = _model("Range", {}, consts)
+    model.graph.input.append(helper.make_tensor_value_info("x", TensorProto.FLOAT, [1]))
+    _check(model, {"x": x}, backend)
+
+
+SPARSE_FLAT = helper.make_sparse_tensor(
+    helper.make_tensor("v", TensorProto.FLOAT, [2], [5.0, 7.0]),
+    helper.make_tensor("i", TensorProto.INT64, [2], [1, 4]),
+    [2, 3],
+)
+SPARSE_COORDS = helper.make_sparse_tensor(
+    helper.make_tensor("v", TensorProto.INT32, [2], [5, 7]),
+    helper.make_tensor("i", TensorProto.INT64, [2, 2], [0, 1, 1, 2]),
+    [2, 3],
+)
+
+
+@pytest.mark.parametrize(
+    "attr,want",
+    [
+        ({"sparse_value": SPARSE_FLAT}, np.array([[0, 5, 0], [0, 7, 0]], np.float32)),
+        ({"sparse_value": SPARSE_COORDS}, np.array([[0, 5, 0], [0, 0, 7]], np.int32)),
+        ({"value_floats": [1.0, 2.0]}, np.array([1.0, 2.0], np.float32)),
+        ({"value_int": 3}, np.array(3, np.int64)),
+        ({"value_strings": ["a", "b"]}, np.array(["a", "b"], dtype=object)),
+    ],
+)
+def test_constant_attributes(attr, want):
+    node = helper.make_node("Constant", [], ["y"], **attr)
+    graph = helper.make_graph(
+        [node], "g", [], [helper.make_tensor_value_info("y", TensorProto.UNDEFINED, None)]
+    )
+    got = load(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), backend="numpy")({})[
+        "y"
+    ]
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
