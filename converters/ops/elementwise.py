@@ -64,3 +64,110 @@ def div_7(B: Any, a: Any, b: Any) -> Any:
 @register("Relu", 6)
 def relu_6(B: Any, x: Any) -> Any:
     return B.maximum(x, B.zeros((), B.dtype(x)))
+
+
+def _scalar(B: Any, value: Any, dtype: Any) -> Any:
+    """A 0-d array of ``dtype``: keeps every operand of a binary primitive one dtype."""
+    return B.full((), value, dtype)
+
+
+@register("Pow", 7)
+def pow_7(B: Any, x: Any, y: Any) -> Any:
+    """The result has the base's dtype; an integer base with a float exponent computes in float."""
+    tx, ty = B.dtype(x), B.dtype(y)
+    if tx == ty:
+        return B.power(x, y)
+    if np.issubdtype(tx, np.integer) and np.issubdtype(ty, np.floating):
+        return B.astype(B.power(B.astype(x, ty), y), tx)
+    return B.power(x, B.astype(y, tx))
+
+
+@register("Mod", 10)
+def mod_10(B: Any, a: Any, b: Any, *, fmod: int = 0) -> Any:
+    """fmod=0: the remainder takes the divisor's sign (Python %); fmod=1: the dividend's (C fmod)."""
+    return B.fmod(a, b) if fmod else B.remainder(a, b)
+
+
+def _variadic(B: Any, primitive: str, xs: tuple[Any, ...]) -> Any:
+    out = xs[0]
+    for x in xs[1:]:
+        out = getattr(B, primitive)(out, x)
+    return out
+
+
+@register("Max", 6)
+def max_6(B: Any, *xs: Any) -> Any:
+    return _variadic(B, "maximum", xs)
+
+
+@register("Min", 6)
+def min_6(B: Any, *xs: Any) -> Any:
+    return _variadic(B, "minimum", xs)
+
+
+@register("Sum", 6)
+def sum_6(B: Any, *xs: Any) -> Any:
+    return _variadic(B, "add", xs)
+
+
+@register("Mean", 6)
+def mean_6(B: Any, *xs: Any) -> Any:
+    total = _variadic(B, "add", xs)
+    return B.divide(total, _scalar(B, len(xs), B.dtype(total)))
+
+
+_FLT_MAX = float(np.finfo(np.float32).max)
+
+
+@register("Clip", 6)
+def clip_6(B: Any, x: Any, *, min: float = -_FLT_MAX, max: float = _FLT_MAX) -> Any:  # noqa: A002
+    dtype = B.dtype(x)
+    return B.minimum(B.maximum(x, _scalar(B, min, dtype)), _scalar(B, max, dtype))
+
+
+@register("Clip", 11)
+def clip_11(B: Any, x: Any, lo: Any = None, hi: Any = None) -> Any:
+    """max(x, lo) then min(., hi): when lo > hi every value becomes hi, as the spec says."""
+    if lo is not None:
+        x = B.maximum(x, lo)
+    if hi is not None:
+        x = B.minimum(x, hi)
+    return x
+
+
+@register("IsInf", 10)
+def isinf_10(B: Any, x: Any, *, detect_negative: int = 1, detect_positive: int = 1) -> Any:
+    inf = B.isinf(x)
+    zero = _scalar(B, 0, B.dtype(x))
+    if not detect_negative:
+        inf = B.logical_and(inf, B.greater(x, zero))
+    if not detect_positive:
+        inf = B.logical_and(inf, B.less(x, zero))
+    return inf
+
+
+@register("BitShift", 11)
+def bitshift_11(B: Any, x: Any, y: Any, *, direction: str) -> Any:
+    """Shifts outside [0, bit width) shift every bit out: LEFT gives 0, RIGHT the sign fill."""
+    dtype = B.dtype(x)
+    width = np.dtype(dtype).itemsize * 8
+    zero = _scalar(B, 0, dtype)
+    valid = B.less(y, _scalar(B, width, dtype))
+    if np.issubdtype(dtype, np.signedinteger):
+        valid = B.logical_and(valid, B.greater_equal(y, zero))
+    y = B.where(valid, y, zero)
+    if direction == "LEFT":
+        return B.where(valid, B.left_shift(x, y), zero)
+    if direction == "RIGHT":
+        fill = (
+            B.where(B.less(x, zero), _scalar(B, -1, dtype), zero)
+            if np.issubdtype(dtype, np.signedinteger)
+            else zero
+        )
+        return B.where(valid, B.right_shift(x, y), fill)
+    raise ValueError(f"BitShift direction must be 'LEFT' or 'RIGHT', got {direction!r}")
+
+
+@register("Where", 9)
+def where_9(B: Any, condition: Any, x: Any, y: Any) -> Any:
+    return B.where(condition, x, y)

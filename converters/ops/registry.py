@@ -26,7 +26,8 @@ class OpSpec:
     static_inputs: indices of inputs that must be host values (shapes, axes, sizes); the planner
         hands them to the op as numpy arrays.
     host: the op always runs on the host (its output shape depends on values, or it works on
-        strings); a device input then forces eager execution.
+        strings); a device input then forces eager execution. It may also be a test
+        ``host(backend, attrs) -> bool`` (a Cast whose target dtype the backend lacks).
     context: the op takes a ``ctx`` keyword (a ``NodeContext``: output count, subgraph runner).
     shape_only: the op reads only the shapes of its inputs, so its result is a host constant.
     """
@@ -36,7 +37,7 @@ class OpSpec:
     since_version: int
     fn: Callable[..., Any]
     static_inputs: tuple[int, ...] = ()
-    host: bool = False
+    host: bool | Callable[[Any, dict[str, Any]], bool] = False
     context: bool = False
     shape_only: bool = False
 
@@ -50,7 +51,7 @@ def register(
     domain: str = DEFAULT_DOMAIN,
     *,
     static_inputs: tuple[int, ...] = (),
-    host: bool = False,
+    host: bool | Callable[[Any, dict[str, Any]], bool] = False,
     context: bool = False,
     shape_only: bool = False,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
