@@ -57,6 +57,10 @@ class Backend(Protocol):
     # -- element-wise: every name of UNARY and BINARY, plus -----------------------------
     def where(self, cond: Array, x: Array, y: Array) -> Array: ...
     def clip(self, x: Array, lo: Any, hi: Any) -> Array: ...
+    def trunc_divide(self, a: Array, b: Array) -> Array: ...
+    def bitcast(self, x: Array, dtype: np.dtype) -> Array:
+        """The bits of ``x`` reinterpreted as ``dtype`` of the same item size (``ndarray.view``)."""
+        ...
 
     # -- reductions: every name of REDUCE as f(x, axis, keepdims), plus -----------------
     def argmax(self, x: Array, axis: int, keepdims: bool) -> Array: ...
@@ -65,6 +69,9 @@ class Backend(Protocol):
     def cumprod(self, x: Array, axis: int) -> Array: ...
     def logsumexp(self, x: Array, axis: Axes, keepdims: bool) -> Array: ...
     def softmax(self, x: Array, axis: int) -> Array: ...
+    def argsort(self, x: Array, axis: int) -> Array:
+        """Stable ascending sort order along ``axis`` (ties keep index order), as int64."""
+        ...
 
     # -- layout -------------------------------------------------------------------------
     def reshape(self, x: Array, shape: Sequence[int]) -> Array: ...
@@ -83,12 +90,97 @@ class Backend(Protocol):
     # -- indexing -----------------------------------------------------------------------
     def take(self, x: Array, indices: Array, axis: int) -> Array: ...
     def take_along_axis(self, x: Array, indices: Array, axis: int) -> Array: ...
+    def scatter_along_axis(
+        self, x: Array, indices: Array, updates: Array, axis: int, reduction: str = "none"
+    ) -> Array:
+        """``np.put_along_axis`` with ``reduction`` in none/add/mul/max/min; indices non-negative."""
+        ...
+
+    def index_update(
+        self, x: Array, index: Sequence[Array], updates: Array, reduction: str = "none"
+    ) -> Array:
+        """A copy of ``x`` with ``x[index] = updates`` (or ``np.<ufunc>.at`` for add/mul/max/min).
+
+        ``index`` is a tuple of broadcastable non-negative integer arrays over the leading axes.
+        """
+        ...
 
     # -- linear algebra -----------------------------------------------------------------
     def matmul(self, a: Array, b: Array) -> Array: ...
     def einsum(self, equation: str, *operands: Array) -> Array: ...
+    def det(self, x: Array) -> Array:
+        """Determinant of the square matrices in the last two axes."""
+        ...
+
+    # -- neural-network windows (channels-first, like ONNX) -----------------------------
+    def sliding_window(
+        self, x: Array, window: Sequence[int], strides: Sequence[int], dilations: Sequence[int]
+    ) -> Array:
+        """Windows over the last ``len(window)`` axes: shape ``x.shape[:-n] + out + window``."""
+        ...
+
+    def conv(
+        self, x: Array, w: Array, strides: Sequence[int], pads: Sequence[tuple[int, int]],
+        dilations: Sequence[int], groups: int,
+    ) -> Array:
+        """Cross-correlation of ``x`` (N, C, *S) with ``w`` (O, C/groups, *K), zero ``pads`` per axis."""
+        ...
+
+    def conv_transpose(
+        self, x: Array, w: Array, strides: Sequence[int], dilations: Sequence[int], groups: int
+    ) -> Array:
+        """The transpose of ``conv`` without pads for ``w`` (C, O/groups, *K): size (S-1)*s + d*(K-1) + 1."""
+        ...
+
+    def layer_norm(self, x: Array, weight: Array | None, bias: Array | None, eps: float) -> Array:
+        """Normalisation over the last axis (mean and variance), then ``* weight + bias``."""
+        ...
+
+    def rms_norm(self, x: Array, weight: Array | None, eps: float) -> Array:
+        """``x / sqrt(mean(x**2, -1) + eps) * weight`` over the last axis."""
+        ...
+
+    # -- attention ----------------------------------------------------------------------
+    def sdpa(self, q: Array, k: Array, v: Array, scale: float, mask: Array | str | None = None) -> Array:
+        """``softmax(q @ k^T * scale + mask) @ v``; q (B, Hq, L, E), k (B, Hkv, S, E), v (B, Hkv, S, Ev).
+
+        ``Hq`` is a multiple of ``Hkv`` (grouped heads: query head h reads kv head h // (Hq // Hkv)).
+        ``mask`` broadcasts to (B, Hq, L, S): additive in q's dtype, boolean (True attends), or
+        ``"causal"`` (lower-right aligned: query i sees keys j <= i + S - L). Fully masked rows are
+        undefined (NaN on most backends): callers zero them.
+        """
+        ...
+
+    # -- quantized weights ----------------------------------------------------------------
+    def quantized_matmul(
+        self, x: Array, w: Array, scales: Array, biases: Array, group_size: int, bits: int
+    ) -> Array:
+        """``x @ W.T`` for ``W[n, k] = scales[n, g] * code[n, k] + biases[n, g]``, ``g = k // group_size``.
+
+        ``w`` holds the codes of W (N, K) as ``pack_quantized`` packs them (uint32, N x K*bits/32);
+        ``scales`` and ``biases`` are (N, K / group_size) in x's dtype; ``bits`` is 2, 4 or 8.
+        """
+        ...
 
     # -- tracing ------------------------------------------------------------------------
     def compile(self, fn: Any) -> Any:
         """``fn`` traced for its shapes where the library can (``mx.compile``), else ``fn``."""
         ...
+
+
+def pack_quantized(codes: np.ndarray, bits: int) -> np.ndarray:
+    """Host helper: unsigned codes (..., K) packed into uint32 words, low bits first (MLX's layout).
+
+    Element ``k`` sits at bits ``[bits*k % 32, bits*(k+1))`` of word ``bits*k // 32``, so a byte
+    stream packed low-first (ONNX MatMulNBits) read as little-endian uint32 is this layout.
+    """
+    per = 32 // bits
+    c = np.asarray(codes).astype(np.uint32).reshape(*np.shape(codes)[:-1], -1, per)
+    return np.bitwise_or.reduce(c << (bits * np.arange(per, dtype=np.uint32)), axis=-1)
+
+
+def unpack_quantized(w: np.ndarray, bits: int) -> np.ndarray:
+    """The codes (..., K) of ``pack_quantized`` words (..., K*bits/32), as uint8."""
+    shifts = bits * np.arange(32 // bits, dtype=np.uint32)
+    codes = (np.asarray(w, dtype=np.uint32)[..., None] >> shifts) & np.uint32((1 << bits) - 1)
+    return codes.reshape(*np.shape(w)[:-1], -1).astype(np.uint8)

@@ -45,7 +45,7 @@ class MlxBackend:
         a = np.asarray(x, dtype=dtype)
         if a.dtype == _BF16:
             return mx.array(a.view(np.uint16)).view(mx.bfloat16)
-        return mx.array(a)
+        return mx.array(a, dtype=_TO_MX.get(a.dtype))  # without a dtype, mlx makes float64 float32
 
     def to_numpy(self, x: Any) -> np.ndarray:
         if isinstance(x, mx.array) and x.dtype == mx.bfloat16:
@@ -91,6 +91,9 @@ class MlxBackend:
     def clip(self, x: mx.array, lo: Any, hi: Any) -> mx.array:
         return mx.clip(x, lo, hi)
 
+    def bitcast(self, x: mx.array, dtype: Any) -> mx.array:
+        return x.view(_TO_MX[np.dtype(dtype)])
+
     def argmax(self, x: mx.array, axis: int, keepdims: bool) -> mx.array:
         return mx.argmax(x, axis=axis, keepdims=keepdims).astype(mx.int64)
 
@@ -108,6 +111,9 @@ class MlxBackend:
 
     def softmax(self, x: mx.array, axis: int) -> mx.array:
         return mx.softmax(x, axis=axis, precise=True)
+
+    def argsort(self, x: mx.array, axis: int) -> mx.array:
+        return mx.argsort(x, axis=axis).astype(mx.int64)  # mlx's sort is stable
 
     def reshape(self, x: mx.array, shape: Sequence[int]) -> mx.array:
         return mx.reshape(x, tuple(shape))
@@ -154,11 +160,91 @@ class MlxBackend:
     def take_along_axis(self, x: mx.array, indices: mx.array, axis: int) -> mx.array:
         return mx.take_along_axis(x, indices, axis=axis)
 
+    def scatter_along_axis(
+        self, x: Any, indices: Any, updates: Any, axis: int, reduction: str = "none"
+    ) -> mx.array:
+        indices, updates = mx.array(indices), mx.array(updates)
+        if reduction == "none":
+            return mx.put_along_axis(x, indices, updates.astype(x.dtype), axis=axis)
+        axis %= indices.ndim
+        rank = indices.ndim
+        grid = [
+            mx.arange(n).reshape([-1 if d == i else 1 for d in range(rank)])
+            for i, n in enumerate(indices.shape)
+        ]
+        grid[axis] = indices
+        return self.index_update(x, grid, updates, reduction)
+
+    def index_update(self, x: Any, index: Sequence[Any], updates: Any, reduction: str = "none") -> mx.array:
+        index, updates = tuple(mx.array(i) for i in index), mx.array(updates).astype(x.dtype)
+        if reduction == "none":
+            out = mx.array(x)  # a copy: item assignment replaces the array it is applied to
+            out[index] = updates
+            return out
+        at = x.at[index]
+        return {"add": at.add, "mul": at.multiply, "max": at.maximum, "min": at.minimum}[reduction](updates)
+
     def matmul(self, a: mx.array, b: mx.array) -> mx.array:
         return mx.matmul(a, b)
 
     def einsum(self, equation: str, *operands: mx.array) -> mx.array:
         return mx.einsum(equation, *operands)
+
+    def quantized_matmul(
+        self, x: mx.array, w: mx.array, scales: Any, biases: Any, group_size: int, bits: int
+    ) -> mx.array:
+        return mx.quantized_matmul(x, w, scales, biases, transpose=True, group_size=group_size, bits=bits)
+
+    def det(self, x: mx.array) -> mx.array:
+        # LU with partial pivoting (CPU stream: mlx has no GPU LU): product of U's diagonal,
+        # negated once per row swap
+        lu, pivots = mx.linalg.lu_factor(x, stream=mx.cpu)
+        swaps = mx.sum(pivots != mx.arange(x.shape[-1], dtype=pivots.dtype), axis=-1)
+        sign = 1 - 2 * (swaps % 2).astype(x.dtype)
+        return sign * mx.prod(mx.diagonal(lu, axis1=-2, axis2=-1), axis=-1)
+
+    def sdpa(self, q: mx.array, k: mx.array, v: mx.array, scale: float, mask: Any = None) -> mx.array:
+        return mx.fast.scaled_dot_product_attention(q, k, v, scale=scale, mask=mask)
+
+    def sliding_window(self, x: mx.array, window: Any, strides: Any, dilations: Any) -> mx.array:
+        n, lead = len(window), x.shape[: x.ndim - len(window)]
+        rowstrides = [int(np.prod(x.shape[i + 1 :])) for i in range(x.ndim)]
+        space = x.shape[x.ndim - n :]
+        out = [(s - d * (k - 1) - 1) // st + 1 for s, k, st, d in zip(space, window, strides, dilations)]
+        sp = rowstrides[x.ndim - n :]
+        shape = (*lead, *out, *window)
+        steps = [a * s for a, s in zip(sp, strides)] + [a * d for a, d in zip(sp, dilations)]
+        st = (*rowstrides[: x.ndim - n], *steps)
+        return mx.as_strided(x, shape, st)
+
+    def conv(self, x: mx.array, w: mx.array, strides: Any, pads: Any, dilations: Any, groups: int) -> Any:
+        # mlx convolves channels-last: (N, *S, C) with (O, *K, C/groups)
+        n = len(strides)
+        last = (0, *range(2, n + 2), 1)
+        y = mx.conv_general(
+            mx.transpose(x, last), mx.transpose(w, last), stride=list(strides),
+            padding=([p[0] for p in pads], [p[1] for p in pads]), kernel_dilation=list(dilations),
+            groups=groups,
+        )  # fmt: skip
+        return mx.transpose(y, (0, n + 1, *range(1, n + 1)))
+
+    def conv_transpose(self, x: mx.array, w: mx.array, strides: Any, dilations: Any, groups: int) -> mx.array:
+        # a flipped convolution of the stride-dilated input, with (C, O/g, *K) regrouped to (O, *K, C/g)
+        (C, Og, *K), n = w.shape, len(strides)
+        wg = mx.reshape(w, (groups, C // groups, Og, *K))
+        wg = mx.reshape(mx.transpose(wg, (0, 2, *range(3, n + 3), 1)), (groups * Og, *K, C // groups))
+        full = [d * (k - 1) for k, d in zip(K, dilations)]
+        y = mx.conv_general(
+            mx.transpose(x, (0, *range(2, n + 2), 1)), wg, stride=1, padding=(full, full),
+            kernel_dilation=list(dilations), input_dilation=list(strides), groups=groups, flip=True,
+        )  # fmt: skip
+        return mx.transpose(y, (0, n + 1, *range(1, n + 1)))
+
+    def layer_norm(self, x: mx.array, weight: Any, bias: Any, eps: float) -> mx.array:
+        return mx.fast.layer_norm(x, weight, bias, eps)
+
+    def rms_norm(self, x: mx.array, weight: Any, eps: float) -> mx.array:
+        return mx.fast.rms_norm(x, weight, eps)
 
 
 def _fmod_float(a: mx.array, b: mx.array) -> mx.array:

@@ -8,12 +8,13 @@ from typing import Any
 
 import numpy as np
 
-from .base import BINARY, REDUCE, UNARY
+from .base import BINARY, REDUCE, UNARY, unpack_quantized
 
 _erf = np.vectorize(math.erf, otypes=[np.float64])
 _NATIVE = {n: n for n in UNARY + BINARY + REDUCE} | {"bitwise_not": "invert"}
 _NATIVE.pop("erf")
 _NATIVE.pop("sigmoid")
+_SCATTER_UFUNC = {"add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum}
 
 
 class NumpyBackend:
@@ -71,6 +72,9 @@ class NumpyBackend:
     def clip(self, x: np.ndarray, lo: Any, hi: Any) -> np.ndarray:
         return np.clip(x, lo, hi)
 
+    def bitcast(self, x: np.ndarray, dtype: Any) -> np.ndarray:
+        return np.asarray(x).view(dtype)
+
     def argmax(self, x: np.ndarray, axis: int, keepdims: bool) -> np.ndarray:
         return np.argmax(x, axis=axis, keepdims=keepdims)
 
@@ -92,6 +96,9 @@ class NumpyBackend:
     def softmax(self, x: np.ndarray, axis: int) -> np.ndarray:
         e = np.exp(x - np.max(x, axis=axis, keepdims=True))
         return e / np.sum(e, axis=axis, keepdims=True)
+
+    def argsort(self, x: np.ndarray, axis: int) -> np.ndarray:
+        return np.argsort(x, axis=axis, kind="stable").astype(np.int64)
 
     def reshape(self, x: np.ndarray, shape: Sequence[int]) -> np.ndarray:
         return np.reshape(x, tuple(shape))
@@ -135,11 +142,91 @@ class NumpyBackend:
     def take_along_axis(self, x: np.ndarray, indices: np.ndarray, axis: int) -> np.ndarray:
         return np.take_along_axis(x, indices, axis=axis)
 
+    def scatter_along_axis(
+        self, x: Any, indices: Any, updates: Any, axis: int, reduction: str = "none"
+    ) -> np.ndarray:
+        indices = np.asarray(indices)
+        grid = list(np.indices(indices.shape, sparse=True))
+        grid[axis % indices.ndim] = indices
+        return self.index_update(x, grid, updates, reduction)
+
+    def index_update(self, x: Any, index: Sequence[Any], updates: Any, reduction: str = "none") -> np.ndarray:
+        out, index = np.array(x, copy=True), tuple(np.asarray(i) for i in index)
+        if reduction == "none":
+            out[index] = updates
+        else:
+            _SCATTER_UFUNC[reduction].at(out, index, updates)
+        return out
+
     def matmul(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return np.matmul(a, b)
 
     def einsum(self, equation: str, *operands: np.ndarray) -> np.ndarray:
         return np.einsum(equation, *operands)
+
+    def quantized_matmul(
+        self, x: Any, w: Any, scales: Any, biases: Any, group_size: int, bits: int
+    ) -> np.ndarray:
+        codes = unpack_quantized(w, bits).astype(np.float32)
+        s, b = (np.repeat(np.asarray(v, np.float32), group_size, axis=-1) for v in (scales, biases))
+        return np.matmul(np.asarray(x, np.float32), (codes * s + b).T).astype(x.dtype)
+
+    def det(self, x: np.ndarray) -> np.ndarray:
+        return np.linalg.det(x).astype(x.dtype)
+
+    def sdpa(self, q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, mask: Any = None) -> np.ndarray:
+        rep = q.shape[1] // k.shape[1]
+        if rep > 1:
+            k, v = np.repeat(k, rep, axis=1), np.repeat(v, rep, axis=1)
+        s = np.matmul(q * q.dtype.type(scale), np.swapaxes(k, -1, -2))
+        if isinstance(mask, str):  # "causal", aligned to the bottom-right corner
+            mask = np.tril(np.ones(s.shape[-2:], dtype=bool), s.shape[-1] - s.shape[-2])
+        if mask is not None:
+            s = np.where(mask, s, s.dtype.type(-np.inf)) if mask.dtype == np.bool_ else s + mask
+        with np.errstate(invalid="ignore"):
+            return np.matmul(self.softmax(s, -1).astype(q.dtype), v)
+
+    def sliding_window(self, x: Any, window: Any, strides: Any, dilations: Any) -> Any:
+        n = len(window)
+        span = [d * (k - 1) + 1 for k, d in zip(window, dilations)]
+        v = np.lib.stride_tricks.sliding_window_view(x, span, axis=tuple(range(x.ndim - n, x.ndim)))
+        lead = [slice(None)] * (x.ndim - n)
+        steps = [slice(None, None, s) for s in strides] + [slice(None, None, d) for d in dilations]
+        return v[tuple(lead + steps)]
+
+    def conv(self, x: Any, w: Any, strides: Any, pads: Any, dilations: Any, groups: int) -> np.ndarray:
+        n, (N, C), (Co, _, *K) = len(strides), x.shape[:2], w.shape
+        x = np.pad(x, [(0, 0), (0, 0)] + [tuple(p) for p in pads])
+        win = self.sliding_window(x, K, strides, dilations)
+        win = win.reshape(N, groups, C // groups, *win.shape[2:])
+        sp, ks = "xyz"[:n], "ijk"[:n]
+        wg = w.reshape(groups, Co // groups, C // groups, *K)
+        out = np.einsum(f"ngc{sp}{ks},goc{ks}->ngo{sp}", win, wg, optimize=True)
+        return out.reshape(N, Co, *out.shape[3:]).astype(x.dtype)
+
+    def conv_transpose(self, x: Any, w: Any, strides: Any, dilations: Any, groups: int) -> np.ndarray:
+        (N, C, *S), (_, Og, *K) = x.shape, w.shape
+        full = [(s - 1) * st + d * (k - 1) + 1 for s, st, d, k in zip(S, strides, dilations, K)]
+        out = np.zeros((N, groups, Og, *full), dtype=np.result_type(x, w))
+        xg, wg = x.reshape(N, groups, C // groups, *S), w.reshape(groups, C // groups, Og, *K)
+        for kk in np.ndindex(*K):
+            part = np.einsum("ngc...,gco->ngo...", xg, wg[(Ellipsis, *kk)])
+            starts = [k * d for k, d in zip(kk, dilations)]
+            at = tuple(slice(a, a + (s - 1) * t + 1, t) for a, s, t in zip(starts, S, strides))
+            out[(slice(None), slice(None), slice(None), *at)] += part
+        return out.reshape(N, groups * Og, *full)
+
+    def layer_norm(self, x: Any, weight: Any, bias: Any, eps: float) -> np.ndarray:
+        xf = x.astype(np.float32) if x.dtype.itemsize < 4 else x
+        mean = xf.mean(-1, keepdims=True)
+        y = (xf - mean) / np.sqrt(((xf - mean) ** 2).mean(-1, keepdims=True) + eps)
+        y = y if weight is None else y * weight
+        return (y if bias is None else y + bias).astype(x.dtype)
+
+    def rms_norm(self, x: Any, weight: Any, eps: float) -> np.ndarray:
+        xf = x.astype(np.float32) if x.dtype.itemsize < 4 else x
+        y = xf / np.sqrt((xf * xf).mean(-1, keepdims=True) + eps)
+        return (y if weight is None else y * weight).astype(x.dtype)
 
 
 def _bind(name: str, fn_name: str) -> None:

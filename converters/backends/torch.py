@@ -7,8 +7,9 @@ from typing import Any
 
 import numpy as np
 import torch
+import torch.nn.functional as _F
 
-from .base import BINARY, REDUCE, UNARY
+from .base import BINARY, UNARY
 
 _TO_TORCH = {
     np.dtype(np.bool_): torch.bool,
@@ -35,6 +36,7 @@ _NATIVE = {n: n for n in UNARY + BINARY} | {
     "right_shift": "bitwise_right_shift", "divide": "true_divide",
 }  # fmt: skip
 _REDUCE = {"sum": "sum", "prod": "prod", "max": "amax", "min": "amin", "mean": "mean"}
+_SCATTER_REDUCE = {"mul": "prod", "max": "amax", "min": "amin"}
 
 
 class TorchBackend:
@@ -55,7 +57,9 @@ class TorchBackend:
         a = np.asarray(x, dtype=dtype)
         if a.dtype == _BF16:
             return torch.from_numpy(a.view(np.uint16).copy()).view(torch.bfloat16).to(self.device)
-        return torch.from_numpy(np.ascontiguousarray(a)).to(self.device)
+        if not a.flags.writeable or not a.flags.c_contiguous:
+            a = np.array(a)  # torch wants a writable, contiguous buffer
+        return torch.from_numpy(a).to(self.device)
 
     def to_numpy(self, x: Any) -> np.ndarray:
         if isinstance(x, torch.Tensor):
@@ -105,6 +109,9 @@ class TorchBackend:
     def clip(self, x: torch.Tensor, lo: Any, hi: Any) -> torch.Tensor:
         return torch.clamp(x, lo, hi)
 
+    def bitcast(self, x: torch.Tensor, dtype: Any) -> torch.Tensor:
+        return x.view(_TO_TORCH[np.dtype(dtype)])
+
     def argmax(self, x: torch.Tensor, axis: int, keepdims: bool) -> torch.Tensor:
         return torch.argmax(x, dim=axis, keepdim=keepdims)
 
@@ -122,6 +129,9 @@ class TorchBackend:
 
     def softmax(self, x: torch.Tensor, axis: int) -> torch.Tensor:
         return torch.softmax(x, dim=axis)
+
+    def argsort(self, x: torch.Tensor, axis: int) -> torch.Tensor:
+        return torch.argsort(x, dim=axis, stable=True)
 
     def reshape(self, x: torch.Tensor, shape: Sequence[int]) -> torch.Tensor:
         return torch.reshape(x, tuple(shape))
@@ -184,11 +194,85 @@ class TorchBackend:
     def take_along_axis(self, x: torch.Tensor, indices: torch.Tensor, axis: int) -> torch.Tensor:
         return torch.take_along_dim(x, self._t(indices).long(), dim=axis)
 
+    def scatter_along_axis(
+        self, x: Any, indices: Any, updates: Any, axis: int, reduction: str = "none"
+    ) -> torch.Tensor:
+        x = self._t(x)
+        indices, updates = self._t(indices).long(), self._t(updates).to(x.dtype)
+        if reduction == "none":
+            return torch.scatter(x, axis, indices, updates)
+        if reduction == "add":
+            return torch.scatter_add(x, axis, indices, updates)
+        return torch.scatter_reduce(x, axis, indices, updates, _SCATTER_REDUCE[reduction], include_self=True)
+
+    def index_update(
+        self, x: Any, index: Sequence[Any], updates: Any, reduction: str = "none"
+    ) -> torch.Tensor:
+        x = self._t(x)
+        index = torch.broadcast_tensors(*(self._t(i).long() for i in index))
+        rest = x.shape[len(index) :]
+        updates = torch.broadcast_to(self._t(updates).to(x.dtype), index[0].shape + rest)
+        if reduction in ("none", "add"):
+            return x.index_put(tuple(index), updates, accumulate=reduction == "add")
+        # no index_put with prod/amax/amin: scatter_reduce rows of the flattened leading axes
+        flat = torch.zeros_like(index[0])
+        for i, n in zip(index, x.shape):
+            flat = flat * n + i
+        width = int(np.prod(rest, dtype=np.int64))
+        src = updates.reshape(flat.numel(), width)
+        rows = flat.reshape(-1, 1).expand(src.shape)
+        rows_x = x.reshape(x.numel() // max(width, 1), width)
+        out = torch.scatter_reduce(rows_x, 0, rows, src, _SCATTER_REDUCE[reduction])
+        return out.reshape(x.shape)
+
     def matmul(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         return torch.matmul(a, b)
 
     def einsum(self, equation: str, *operands: torch.Tensor) -> torch.Tensor:
         return torch.einsum(equation, *operands)
+
+    def quantized_matmul(
+        self, x: Any, w: Any, scales: Any, biases: Any, group_size: int, bits: int
+    ) -> torch.Tensor:
+        words = w.view(torch.int32) if w.dtype == torch.uint32 else w  # int32 has the shift kernels
+        shifts = torch.arange(0, 32, bits, dtype=torch.int32, device=w.device)
+        codes = ((words.unsqueeze(-1) >> shifts) & ((1 << bits) - 1)).reshape(*w.shape[:-1], -1)
+        s, b = (v.float().repeat_interleave(group_size, dim=-1) for v in (scales, biases))
+        return torch.matmul(x, (codes.float() * s + b).T.to(x.dtype))
+
+    def det(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.linalg.det(x)
+
+    def sdpa(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, mask: Any = None) -> Any:
+        if isinstance(mask, str):  # "causal" aligned to the bottom-right corner (torch's is_causal is top-left)
+            L, S = q.shape[-2], k.shape[-2]
+            mask = torch.ones(L, S, dtype=torch.bool, device=q.device).tril(S - L)
+        gqa = q.shape[1] != k.shape[1]
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale, enable_gqa=gqa)
+
+    def sliding_window(self, x: torch.Tensor, window: Any, strides: Any, dilations: Any) -> torch.Tensor:
+        lead = x.ndim - len(window)
+        for i, (k, s, d) in enumerate(zip(window, strides, dilations)):
+            x = x.unfold(lead + i, d * (k - 1) + 1, s)  # appends the window axis at the end
+        return x[(Ellipsis, *(slice(None, None, d) for d in dilations))]
+
+    def conv(self, x: Any, w: Any, strides: Any, pads: Any, dilations: Any, groups: int) -> torch.Tensor:
+        n = len(strides)
+        fn = (_F.conv1d, _F.conv2d, _F.conv3d)[n - 1]
+        if all(lo == hi for lo, hi in pads):
+            return fn(x, w, None, tuple(strides), tuple(p[0] for p in pads), tuple(dilations), groups)
+        x = _F.pad(x, [v for p in reversed(list(pads)) for v in p])
+        return fn(x, w, None, tuple(strides), 0, tuple(dilations), groups)
+
+    def conv_transpose(self, x: Any, w: Any, strides: Any, dilations: Any, groups: int) -> torch.Tensor:
+        fn = (_F.conv_transpose1d, _F.conv_transpose2d, _F.conv_transpose3d)[len(strides) - 1]
+        return fn(x, w, None, tuple(strides), 0, 0, groups, tuple(dilations))
+
+    def layer_norm(self, x: torch.Tensor, weight: Any, bias: Any, eps: float) -> torch.Tensor:
+        return _F.layer_norm(x, x.shape[-1:], weight, bias, eps)
+
+    def rms_norm(self, x: torch.Tensor, weight: Any, eps: float) -> torch.Tensor:
+        return _F.rms_norm(x, x.shape[-1:], weight, eps)
 
 
 def _dims(axis: Any, ndim: int) -> tuple[int, ...]:
