@@ -150,8 +150,8 @@ def read_model(source: Source) -> tuple[onnx.ModelProto, str]:
     except (DecodeError, ValueError, RuntimeError) as e:
         raise ModelLoadError(f"{path}: not a valid ONNX model, the file is corrupt or truncated ({e})") from e
     try:
-        onnx.external_data_helper.load_external_data_for_model(proto, str(path.parent))
-    except (OSError, ValueError, onnx.checker.ValidationError) as e:
+        _load_external_data(proto, path.parent)
+    except (OSError, ValueError) as e:
         raise ModelLoadError(f"{path}: its external data could not be read ({e})") from e
     if not proto.graph.node and not proto.graph.output:
         raise ModelLoadError(f"{path}: not a valid ONNX model, it has no graph (corrupt or truncated file?)")
@@ -161,6 +161,40 @@ def read_model(source: Source) -> tuple[onnx.ModelProto, str]:
         if "2GB" not in str(e):
             raise ModelLoadError(f"{path}: the ONNX checker rejects the model: {e}") from e
     return proto, str(path)
+
+
+def _load_external_data(proto: onnx.ModelProto, folder: Path) -> None:
+    """Read every tensor stored outside the file into the proto.
+
+    Unlike onnx's own loader this follows symbolic links, which is how the huggingface_hub
+    cache stores files; it still refuses locations outside the model's folder tree.
+    """
+    handles: dict[str, Any] = {}
+    try:
+        for tensor in onnx.external_data_helper._get_all_tensors(proto):
+            if tensor.data_location != onnx.TensorProto.EXTERNAL:
+                continue
+            info = {e.key: e.value for e in tensor.external_data}
+            location = info.get("location", "")
+            if not location or os.path.isabs(location) or ".." in Path(location).parts:
+                raise ValueError(f"tensor {tensor.name!r} has an unsafe external data location {location!r}")
+            if location not in handles:
+                file = folder / location
+                if not file.is_file():
+                    raise OSError(f"external data file {file} (for tensor {tensor.name!r}) is missing")
+                handles[location] = open(os.path.realpath(file), "rb")  # noqa: SIM115 - closed below
+            f = handles[location]
+            f.seek(int(info.get("offset", 0)))
+            length = int(info["length"]) if "length" in info else -1
+            data = f.read(length)
+            if length >= 0 and len(data) != length:
+                raise OSError(f"external data file {folder / location} is truncated (tensor {tensor.name!r})")
+            tensor.raw_data = data
+            del tensor.external_data[:]
+            tensor.data_location = onnx.TensorProto.DEFAULT
+    finally:
+        for f in handles.values():
+            f.close()
 
 
 def _info(v: onnx.ValueInfoProto) -> TensorInfo:

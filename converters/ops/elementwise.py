@@ -23,7 +23,7 @@ BINARY_OPS = {
     "And": "logical_and", "Or": "logical_or", "Xor": "logical_xor", "BitwiseAnd": "bitwise_and",
     "BitwiseOr": "bitwise_or", "BitwiseXor": "bitwise_xor",
 }  # fmt: skip
-SINCE = {"Add": 1, "Sub": 1, "Mul": 1, "BitwiseNot": 18, "BitwiseAnd": 18, "BitwiseOr": 18, "BitwiseXor": 18,
+SINCE = {"Not": 1, "Add": 1, "Sub": 1, "Mul": 1, "BitwiseNot": 18, "BitwiseAnd": 18, "BitwiseOr": 18, "BitwiseXor": 18,
          "LessOrEqual": 12, "GreaterOrEqual": 12, "Round": 11, "Asinh": 9, "Acosh": 9, "Atanh": 9,
          "Sinh": 9, "Cosh": 9, "Sign": 9, "Erf": 9, "IsNaN": 9, "Asin": 7, "Acos": 7, "Atan": 7,
          "Sin": 7, "Cos": 7, "Tan": 7, "Equal": 1, "Less": 1, "Greater": 1}  # fmt: skip
