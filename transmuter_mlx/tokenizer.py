@@ -1,0 +1,333 @@
+"""Tokenizers of Hugging Face repositories, encoding as transformers' fast tokenizers do.
+
+>>> from transmuter_mlx.tokenizer import Tokenizer
+>>> tok = Tokenizer.from_repo("Xenova/all-MiniLM-L6-v2")           # doctest: +SKIP
+>>> enc = tok(["Hello world", "café 東京"], pad_to=[32, 128])        # doctest: +SKIP
+>>> enc.input_ids.shape, enc.offsets.shape                          # doctest: +SKIP
+((2, 32), (2, 32, 2))
+
+Built on the ``tokenizers`` package (tokenizer.json) plus tokenizer_config.json,
+special_tokens_map.json and config.json. Offsets are byte offsets into each text's UTF-8 encoding.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import tokenizers
+
+from ._tokenize import char_to_byte_offsets, pad_rows, validate_texts
+from .hub import Repo, RepoFileNotFoundError, open_repo
+
+__all__ = ["Encoded", "Tokenizer", "TokenizerLoadError"]
+
+SPECIAL_TOKENS = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
+_TRUNCATION = {True: "longest_first", "longest_first": "longest_first", "only_first": "only_first",
+               "only_second": "only_second"}  # fmt: skip
+# families whose position ids start after the padding index, so two positions are not usable
+_POSITION_OFFSET = {"roberta", "xlm-roberta", "camembert", "longformer", "mpnet", "data2vec-text", "ibert"}
+_LARGE = 10**12
+
+TextInput = str | tuple[str, str]
+
+
+class TokenizerLoadError(RepoFileNotFoundError):
+    """A repository or folder without a usable tokenizer.json."""
+
+
+@dataclass
+class Encoded:
+    """A padded batch: (rows, length) int64 arrays; ``offsets`` is (rows, length, 2) UTF-8 byte offsets.
+
+    >>> enc = tok(["a b", ("question", "context")])                 # doctest: +SKIP
+    >>> enc.feeds(["input_ids", "attention_mask"])                  # doctest: +SKIP
+
+    ``sequence_ids`` and ``word_ids`` are -1 on special and padding tokens. ``overflow_to_sample``
+    gives, for each row, the index of the input it came from (rows > inputs with ``return_overflow``).
+    """
+
+    input_ids: np.ndarray
+    attention_mask: np.ndarray
+    token_type_ids: np.ndarray
+    offsets: np.ndarray
+    sequence_ids: np.ndarray
+    word_ids: np.ndarray
+    special_tokens_mask: np.ndarray
+    overflow_to_sample: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.input_ids.shape[0])
+
+    def feeds(self, input_names: Sequence[str]) -> dict[str, np.ndarray]:
+        """The model inputs among ``input_names``: ``enc.feeds(model.input_names)`` -> {"input_ids": ...}."""
+        known = ("input_ids", "attention_mask", "token_type_ids")
+        return {name: getattr(self, name) for name in input_names if name in known}
+
+
+class Tokenizer:
+    """A fast tokenizer with the settings of its repository.
+
+    >>> tok = Tokenizer.from_folder("/models/bert")                 # doctest: +SKIP
+    >>> tok.decode(tok("Hello").input_ids[0])                       # doctest: +SKIP
+    'hello'
+    """
+
+    def __init__(
+        self,
+        backend: tokenizers.Tokenizer,
+        *,
+        tokenizer_config: dict | None = None,
+        special_tokens_map: dict | None = None,
+        model_config: dict | None = None,
+        chat_template: str | dict | None = None,
+        source: str = "",
+    ) -> None:
+        self.backend = backend
+        backend.no_truncation()  # settings saved in tokenizer.json are ignored, as transformers does per call
+        backend.no_padding()
+        config = dict(tokenizer_config or {})
+        stm = special_tokens_map or {}
+        # transformers reads special_tokens_map.json only for configs without added_tokens_decoder
+        self.config = {**config, **stm} if "added_tokens_decoder" not in config else {**stm, **config}
+        self.model_config = model_config or {}
+        self.source = source
+        self.chat_template = chat_template if chat_template is not None else _config_template(config)
+        self.padding_side: str = config.get("padding_side", "right")
+        self.truncation_side: str = config.get("truncation_side", "right")
+        self.clean_up_tokenization_spaces: bool = bool(config.get("clean_up_tokenization_spaces", False))
+        self._clones: dict[tuple, tokenizers.Tokenizer] = {}
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"Tokenizer({self.source!r}, vocab_size={self.vocab_size})"
+
+    # ------------------------------------------------------------------ loading
+    @classmethod
+    def from_repo(cls, repo: Repo | str | Path | tuple[str, str], **open_options: Any) -> Tokenizer:
+        """Load from a repository: ``Tokenizer.from_repo("Xenova/bert-base-uncased", offline=True)``."""
+        repo = open_repo(repo, **open_options)
+        if not repo.exists("tokenizer.json"):
+            raise TokenizerLoadError(
+                f"tokenizer.json not found in {repo.name}: transmuter-mlx needs the fast tokenizer file "
+                "tokenizer.json (save the tokenizer with a transformers *TokenizerFast to create it)"
+            )
+        backend = tokenizers.Tokenizer.from_file(str(repo.path("tokenizer.json")))
+        template: Any = None
+        if repo.exists("chat_template.jinja"):
+            template = repo.path("chat_template.jinja").read_text(encoding="utf-8")
+        elif repo.exists("chat_template.json"):
+            template = _config_template(repo.read_json("chat_template.json") or {})
+        return cls(
+            backend,
+            tokenizer_config=repo.read_json("tokenizer_config.json"),
+            special_tokens_map=repo.read_json("special_tokens_map.json"),
+            model_config=repo.read_json("config.json"),
+            chat_template=template,
+            source=repo.repo_id or repo.source,
+        )
+
+    @classmethod
+    def from_folder(cls, path: str | Path) -> Tokenizer:
+        """Load from a local folder: ``Tokenizer.from_folder("/models/bert")``."""
+        return cls.from_repo(Path(path))
+
+    # ------------------------------------------------------------------ special tokens and vocabulary
+    def _special(self, key: str) -> str | None:
+        value = self.config.get(key)
+        return value.get("content") if isinstance(value, dict) else value
+
+    def _special_id(self, key: str) -> int | None:
+        token = self._special(key)
+        return None if token is None else self.backend.token_to_id(token)
+
+    bos_token = property(lambda self: self._special("bos_token"), doc="``tok.bos_token`` -> '<s>' or None")
+    eos_token = property(lambda self: self._special("eos_token"), doc="``tok.eos_token`` -> '</s>' or None")
+    unk_token = property(lambda self: self._special("unk_token"), doc="``tok.unk_token`` -> '[UNK]' or None")
+    sep_token = property(lambda self: self._special("sep_token"), doc="``tok.sep_token`` -> '[SEP]' or None")
+    pad_token = property(lambda self: self._special("pad_token"), doc="``tok.pad_token`` -> '[PAD]' or None")
+    cls_token = property(lambda self: self._special("cls_token"), doc="``tok.cls_token`` -> '[CLS]' or None")
+    mask_token = property(
+        lambda self: self._special("mask_token"), doc="``tok.mask_token`` -> '[MASK]' or None"
+    )
+    bos_token_id = property(
+        lambda self: self._special_id("bos_token"), doc="``tok.bos_token_id`` -> int or None"
+    )
+    eos_token_id = property(
+        lambda self: self._special_id("eos_token"), doc="``tok.eos_token_id`` -> int or None"
+    )
+    unk_token_id = property(
+        lambda self: self._special_id("unk_token"), doc="``tok.unk_token_id`` -> int or None"
+    )
+    sep_token_id = property(
+        lambda self: self._special_id("sep_token"), doc="``tok.sep_token_id`` -> int or None"
+    )
+    pad_token_id = property(
+        lambda self: self._special_id("pad_token"), doc="``tok.pad_token_id`` -> int or None"
+    )
+    cls_token_id = property(
+        lambda self: self._special_id("cls_token"), doc="``tok.cls_token_id`` -> int or None"
+    )
+    mask_token_id = property(
+        lambda self: self._special_id("mask_token"), doc="``tok.mask_token_id`` -> int or None"
+    )
+
+    @property
+    def all_special_ids(self) -> list[int]:
+        """Ids of the special tokens and additional special tokens: ``tok.all_special_ids`` -> [0, 100, ...]."""
+        extra = [
+            t.get("content") if isinstance(t, dict) else t
+            for t in self.config.get("additional_special_tokens") or []
+        ]
+        tokens = [self._special(k) for k in SPECIAL_TOKENS] + extra
+        ids = [self.backend.token_to_id(t) for t in tokens if t is not None]
+        return sorted({i for i in ids if i is not None})
+
+    @property
+    def vocab_size(self) -> int:
+        """Size of the base vocabulary, without added tokens (as transformers): ``tok.vocab_size``."""
+        return self.backend.get_vocab_size(with_added_tokens=False)
+
+    def __len__(self) -> int:
+        return self.backend.get_vocab_size(with_added_tokens=True)
+
+    @property
+    def added_tokens(self) -> dict[int, tokenizers.AddedToken]:
+        """Added tokens by id (``.content``, ``.special``): ``tok.added_tokens[0].content`` -> '[PAD]'."""
+        return dict(self.backend.get_added_tokens_decoder())
+
+    @property
+    def model_max_length(self) -> int | None:
+        """Longest input the model takes: tokenizer_config's model_max_length capped by config.json positions.
+
+        >>> tok.model_max_length                                    # doctest: +SKIP
+        512
+        """
+        limits = []
+        value = self.config.get("model_max_length")
+        if isinstance(value, int | float) and value < _LARGE:
+            limits.append(int(value))
+        mc = self.model_config
+        positions = mc.get("max_position_embeddings") or mc.get("n_positions")
+        if isinstance(positions, int) and positions > 0:
+            limits.append(positions - 2 if mc.get("model_type") in _POSITION_OFFSET else positions)
+        return min(limits) if limits else None
+
+    def token_to_id(self, token: str) -> int | None:
+        """Id of a token, or None: ``tok.token_to_id("[CLS]")`` -> 101."""
+        return self.backend.token_to_id(token)
+
+    def convert_ids_to_tokens(self, ids: Sequence[int] | np.ndarray | int, skip_special_tokens: bool = False):
+        """Tokens of ids: ``tok.convert_ids_to_tokens([101, 7592])`` -> ['[CLS]', 'hello']."""
+        if isinstance(ids, int | np.integer):
+            return self.backend.id_to_token(int(ids))
+        special = set(self.all_special_ids) if skip_special_tokens else set()
+        return [self.backend.id_to_token(int(i)) for i in ids if int(i) not in special]
+
+    def convert_tokens_to_string(self, tokens: Sequence[str]) -> str:
+        """Text of tokens through the decoder, as transformers' fast tokenizers: ``["hel", "##lo"]`` -> 'hello'."""
+        decoder = self.backend.decoder
+        return decoder.decode(list(tokens)) if decoder is not None else " ".join(tokens)
+
+    # ------------------------------------------------------------------ decoding
+    def decode(
+        self,
+        ids: Sequence[int] | np.ndarray | int,
+        skip_special_tokens: bool = True,
+        clean_up_tokenization_spaces: bool | None = None,
+    ) -> str:
+        """Text of token ids, as transformers decodes: ``tok.decode([101, 7592, 102])`` -> 'hello'."""
+        ids = (
+            [int(ids)] if isinstance(ids, int | np.integer) else [int(i) for i in np.asarray(ids).reshape(-1)]
+        )
+        text = self.backend.decode(ids, skip_special_tokens=skip_special_tokens)
+        clean = (
+            self.clean_up_tokenization_spaces
+            if clean_up_tokenization_spaces is None
+            else clean_up_tokenization_spaces
+        )
+        return _clean_up_tokenization(text) if clean else text
+
+    def batch_decode(self, rows: Sequence[Sequence[int]] | np.ndarray, **options: Any) -> list[str]:
+        """Decode each row: ``tok.batch_decode(enc.input_ids)`` -> ['hello', ...]."""
+        return [self.decode(row, **options) for row in rows]
+
+    # ------------------------------------------------------------------ encoding
+    def __call__(self, texts: TextInput | Sequence[TextInput], **options: Any) -> Encoded:
+        """Same as :meth:`encode`: ``tok(["a", "b"], pad_to=32)``."""
+        return self.encode(texts, **options)
+
+    def encode(
+        self,
+        texts: TextInput | Sequence[TextInput],
+        *,
+        add_special_tokens: bool = True,
+        truncation: bool | str = True,
+        max_length: int | None = None,
+        stride: int = 0,
+        return_overflow: bool = False,
+        pad_to: int | Sequence[int] | None = None,
+        padding_side: str | None = None,
+    ) -> Encoded:
+        """Encode texts or ``(text, text_pair)`` tuples into one padded batch.
+
+        >>> tok([("Who?", "A long context ...")], truncation="only_second", max_length=384,
+        ...     stride=128, return_overflow=True)                   # doctest: +SKIP
+
+        ``truncation``: True (= "longest_first"), "only_first", "only_second" or False; the length
+        is ``max_length``, else ``model_max_length`` (and at most the largest ``pad_to``).
+        ``return_overflow`` adds the windows cut off by truncation (overlapping by ``stride``
+        tokens) as extra rows. ``pad_to``: a length, or lengths of which the smallest that fits
+        is taken; None pads to the longest row. A single str or tuple is a batch of one.
+        """
+        items = validate_texts(texts)
+        buckets = sorted({pad_to} if isinstance(pad_to, int) else set(pad_to or ()))
+        if truncation and max_length is None:
+            limits = [x for x in (self.model_max_length, buckets[-1] if buckets else None) if x]
+            max_length = min(limits) if limits else None
+        strategy = _TRUNCATION.get(truncation) if truncation else None
+        if truncation and strategy is None:
+            raise ValueError(f"truncation must be a bool or one of {sorted(set(_TRUNCATION.values()))}")
+        backend = self._backend_for(strategy if max_length else None, max_length, stride)
+        encodings = backend.encode_batch(items, add_special_tokens=add_special_tokens)
+        rows, sample = [], []
+        for index, encoding in enumerate(encodings):
+            for row in [encoding, *encoding.overflowing] if return_overflow else [encoding]:
+                rows.append(row)
+                sample.append(index)
+        pad_id = next((i for i in (self.pad_token_id, self.eos_token_id) if i is not None), 0)
+        arrays = pad_rows(rows, buckets, pad_id, padding_side or self.padding_side)
+        arrays["offsets"] = char_to_byte_offsets(arrays["offsets"], arrays["sequence_ids"], items, sample)
+        return Encoded(**arrays, overflow_to_sample=np.asarray(sample, dtype=np.int64))
+
+    def _backend_for(self, strategy: str | None, max_length: int | None, stride: int) -> tokenizers.Tokenizer:
+        """The backend configured for one truncation setting (a cached copy: calls may run concurrently)."""
+        if strategy is None:
+            return self.backend
+        key = (strategy, max_length, stride, self.truncation_side)
+        with self._lock:
+            if key not in self._clones:
+                clone = tokenizers.Tokenizer.from_str(self.backend.to_str())
+                clone.enable_truncation(
+                    max_length, stride=stride, strategy=strategy, direction=self.truncation_side
+                )
+                self._clones[key] = clone
+            return self._clones[key]
+
+
+def _config_template(config: dict) -> str | dict | None:
+    template = config.get("chat_template")
+    if isinstance(template, list):
+        template = {t["name"]: t["template"] for t in template}
+    return template
+
+
+def _clean_up_tokenization(text: str) -> str:
+    for before, after in ((" .", "."), (" ?", "?"), (" !", "!"), (" ,", ","), (" ' ", "'"), (" n't", "n't"),
+                          (" 'm", "'m"), (" 's", "'s"), (" 've", "'ve"), (" 're", "'re")):  # fmt: skip
+        text = text.replace(before, after)
+    return text
