@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from transmuter_mlx.conformance import collect_cases, run_case
 from tests.conformance_skips import load_skips
+from transmuter_mlx.conformance import collect_cases, run_case
 
 CASES = collect_cases()
 SKIPS = load_skips()

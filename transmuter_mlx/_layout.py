@@ -24,7 +24,9 @@ def mount_sibling_packages(package: str, init_file: str) -> None:
             continue
         if importlib.util.find_spec(full) is not None:
             continue  # an installed mapping (editable finder) already serves it
-        spec = importlib.util.spec_from_file_location(full, folder / "__init__.py", submodule_search_locations=[str(folder)])
+        spec = importlib.util.spec_from_file_location(
+            full, folder / "__init__.py", submodule_search_locations=[str(folder)]
+        )
         module = importlib.util.module_from_spec(spec)
         sys.modules[full] = module
         spec.loader.exec_module(module)

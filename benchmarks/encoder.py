@@ -1,0 +1,271 @@
+"""Encoder throughput: our mlx and torch backends beside onnxruntime and PyTorch eager.
+
+The model is the all-MiniLM-L6-v2-shaped random BERT fixture (``tests/fixtures``), or any HF
+ONNX repository folder with ``--model``. Each cell is the median of ``--runs`` timed runs after
+a warm-up, in tokens per second, with its ratio to onnxruntime; "first call" is what a user
+waits for the first result: load + convert (+ compile) + run. A backend that fails shows
+``error: ...`` in its cell and the others go on.
+
+    python benchmarks/encoder.py                      # table, and benchmarks/results/encoder.md
+    python benchmarks/encoder.py --json               # the same numbers as JSON on stdout
+    python benchmarks/encoder.py --shapes 1x16 --runs 3 --backends mlx,onnxruntime
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import numpy as np  # noqa: E402
+
+import transmuter_mlx as tm  # noqa: E402  (first: it sets up the BLAS before mlx.core loads)
+
+BACKENDS = ("mlx", "torch", "onnxruntime", "pytorch")
+LABELS = {
+    "mlx": "ours: mlx",
+    "torch": "ours: torch",
+    "onnxruntime": "onnxruntime",
+    "pytorch": "PyTorch eager",
+}
+
+
+def feeds_for(batch: int, seq: int, vocab: int, seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(5, vocab, size=(batch, seq), dtype=np.int64)
+    return {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)}
+
+
+class Runner:
+    """One engine: ``load()`` once, then ``run(feeds) -> last_hidden_state`` as numpy."""
+
+    def __init__(self, kind: str, folder: Path, onnx_file: str):
+        self.kind, self.folder, self.path = kind, folder, folder / "onnx" / onnx_file
+        self.fn: Callable[[dict[str, np.ndarray]], np.ndarray] | None = None
+
+    def load(self) -> None:
+        if self.kind in ("mlx", "torch"):
+            model = tm.load(self.path, backend=self.kind)
+            names = {i.name for i in model.inputs}
+            to_numpy = model.backend.to_numpy
+            self.fn = lambda f: np.asarray(
+                to_numpy(model({k: v for k, v in f.items() if k in names})["last_hidden_state"])
+            )
+        elif self.kind == "onnxruntime":
+            import onnxruntime as ort
+
+            options = ort.SessionOptions()
+            options.log_severity_level = 3
+            session = ort.InferenceSession(str(self.path), options, providers=["CPUExecutionProvider"])
+            names = {i.name for i in session.get_inputs()}
+            self.fn = lambda f: session.run(
+                ["last_hidden_state"], {k: v for k, v in f.items() if k in names}
+            )[0]
+        elif self.kind == "pytorch":
+            import torch
+            from transformers import AutoModel
+
+            model = AutoModel.from_pretrained(self.folder).eval()
+
+            def run(f):
+                with torch.inference_mode():
+                    return model(**{k: torch.from_numpy(v) for k, v in f.items()}).last_hidden_state.numpy()
+
+            self.fn = run
+        else:
+            raise ValueError(f"unknown backend {self.kind!r}")
+
+
+def time_cell(runner: Runner, feeds: dict, runs: int, budget_s: float) -> dict:
+    """Median seconds of ``runs`` runs after one warm-up (fewer runs when one is slower than the budget)."""
+    t0 = time.perf_counter()
+    out = runner.fn(feeds)
+    first = time.perf_counter() - t0
+    n = max(1, min(runs, int(budget_s / max(first, 1e-6))))
+    times = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        runner.fn(feeds)
+        times.append(time.perf_counter() - t0)
+    return {"median_s": statistics.median(times), "runs": n, "first_call_s": first, "output": out}
+
+
+def bench(args: argparse.Namespace) -> dict:
+    folder = Path(args.model) if args.model else _fixture()
+    config = json.loads((folder / "config.json").read_text())
+    shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
+    kinds = [b for b in args.backends.split(",") if b]
+    result = {
+        "model": str(folder),
+        "file": args.file,
+        "environment": _environment(),
+        "shapes": {},
+        "load_s": {},
+    }
+    runners, reference = {}, {}
+    for kind in kinds:
+        runner = Runner(kind, folder, args.file)
+        try:
+            t0 = time.perf_counter()
+            runner.load()
+            result["load_s"][kind] = time.perf_counter() - t0
+            runners[kind] = runner
+        except Exception as e:  # noqa: BLE001  (a failing engine is reported in its cells)
+            runners[kind] = _error(e, args.verbose)
+    for batch, seq in shapes:
+        feeds = feeds_for(batch, seq, config.get("vocab_size", 30522))
+        row = {}
+        for kind in kinds:
+            runner = runners[kind]
+            if isinstance(runner, str):
+                row[kind] = {"error": runner}
+                continue
+            try:
+                cell = time_cell(runner, feeds, args.runs, args.budget)
+                out = cell.pop("output")
+                if kind == "onnxruntime":
+                    reference[(batch, seq)] = out
+                cell["tokens_per_s"] = batch * seq / cell["median_s"]
+                row[kind] = cell
+                row[kind]["_out"] = out
+            except Exception as e:  # noqa: BLE001
+                row[kind] = {"error": _error(e, args.verbose)}
+        ref = reference.get((batch, seq))
+        for kind, cell in row.items():
+            out = cell.pop("_out", None)
+            if ref is not None and out is not None and kind != "onnxruntime":
+                cell["max_abs_diff_vs_onnxruntime"] = float(np.max(np.abs(out - ref)))
+            base = row.get("onnxruntime", {}).get("tokens_per_s")
+            if base and "tokens_per_s" in cell:
+                cell["ratio_to_onnxruntime"] = cell["tokens_per_s"] / base
+        result["shapes"][f"{batch}x{seq}"] = row
+        print(f"  {batch}x{seq} done", file=sys.stderr, flush=True)
+    return result
+
+
+def _fixture() -> Path:
+    from tests.fixtures import MINILM_BERT, build
+
+    return build(MINILM_BERT)
+
+
+def _error(e: Exception, verbose: bool) -> str:
+    if verbose:
+        traceback.print_exc()
+    text = f"{type(e).__name__}: {e}".replace("\n", " ").replace("|", "/")
+    return "error: " + (text[:160] + "..." if len(text) > 160 else text)
+
+
+def _environment() -> dict:
+    from transmuter_mlx._blas import blas_info
+
+    env = {"python": platform.python_version(), "machine": platform.machine(), "cpus": os.cpu_count()}
+    env["load_average_1min"] = round(os.getloadavg()[0], 2)  # other jobs skew every number
+    env["mlx_blas"] = blas_info()
+    for name in ("mlx", "torch", "onnxruntime", "transformers", "numpy"):
+        try:
+            env[name] = (
+                __import__(name).__version__ if name != "mlx" else __import__("mlx.core").core.__version__
+            )
+        except Exception:  # noqa: BLE001
+            env[name] = None
+    return env
+
+
+def markdown(result: dict) -> str:
+    env = result["environment"]
+    kinds = list(next(iter(result["shapes"].values())).keys()) if result["shapes"] else []
+    lines = [
+        "# Encoder benchmark",
+        "",
+        f"Model: `{result['model']}` (`onnx/{result['file']}`). Throughput in tokens/s (median), "
+        "ratio to onnxruntime in brackets; first call = that shape's first run (ours: convert + compile).",
+        "",
+        f"Machine: {env['machine']}, {env['cpus']} CPUs (load average {env['load_average_1min']} at start), "
+        f"Python {env['python']}; mlx {env.get('mlx')}, "
+        f"torch {env.get('torch')}, onnxruntime {env.get('onnxruntime')}, transformers {env.get('transformers')}. "
+        f"MLX BLAS: {env['mlx_blas'].get('library') or env['mlx_blas'].get('status')}.",
+        "",
+        "| batch x seq | " + " | ".join(LABELS.get(k, k) for k in kinds) + " |",
+        "|---|" + "---|" * len(kinds),
+    ]
+    for shape, row in result["shapes"].items():
+        cells = []
+        for k in kinds:
+            c = row[k]
+            if "error" in c:
+                cells.append(c["error"])
+                continue
+            ratio = f" ({c['ratio_to_onnxruntime']:.2f}x)" if "ratio_to_onnxruntime" in c else ""
+            runs = f", {c['runs']} runs" if c["runs"] < 5 else ""
+            cells.append(f"{c['tokens_per_s']:,.0f}{ratio}{runs}")
+        lines.append(f"| {shape} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "| first call (s) | " + " | ".join(LABELS.get(k, k) for k in kinds) + " |",
+        "|---|" + "---|" * len(kinds),
+    ]
+    load = result["load_s"]
+    lines.append("| load | " + " | ".join(f"{load[k]:.2f}" if k in load else "-" for k in kinds) + " |")
+    for shape, row in result["shapes"].items():
+        lines.append(
+            f"| {shape} | "
+            + " | ".join(f"{row[k]['first_call_s']:.2f}" if "first_call_s" in row[k] else "-" for k in kinds)
+            + " |"
+        )
+    lines += ["", "| max abs diff vs onnxruntime | " + " | ".join(LABELS.get(k, k) for k in kinds) + " |"]
+    lines.append("|---|" + "---|" * len(kinds))
+    for shape, row in result["shapes"].items():
+        diffs = [
+            f"{row[k]['max_abs_diff_vs_onnxruntime']:.1e}" if "max_abs_diff_vs_onnxruntime" in row[k] else "-"
+            for k in kinds
+        ]
+        lines.append(f"| {shape} | " + " | ".join(diffs) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--model", help="an HF ONNX repository folder (default: the MiniLM-shaped fixture)")
+    p.add_argument(
+        "--file", default="model.onnx", help="the ONNX file under onnx/ (model_quantized.onnx, model_q4.onnx)"
+    )
+    p.add_argument("--shapes", default="1x16,8x128,32x128", help="batch x sequence pairs, comma-separated")
+    p.add_argument(
+        "--backends", default=",".join(BACKENDS), help=f"a comma-separated subset of {','.join(BACKENDS)}"
+    )
+    p.add_argument("--runs", type=int, default=5, help="timed runs per cell (median); default 5")
+    p.add_argument("--budget", type=float, default=60.0, help="seconds per cell before fewer runs are taken")
+    p.add_argument("--json", action="store_true", help="print the results as JSON instead of the table")
+    p.add_argument(
+        "--output",
+        default=str(ROOT / "benchmarks" / "results" / "encoder.md"),
+        help="markdown file ('' for none)",
+    )
+    p.add_argument("--verbose", action="store_true", help="print tracebacks of failing engines")
+    args = p.parse_args(argv)
+    result = bench(args)
+    text = markdown(result)
+    if args.output:
+        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.output).write_text(text)
+    print(json.dumps(result, indent=1) if args.json else text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

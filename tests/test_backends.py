@@ -1,0 +1,104 @@
+"""The numpy, mlx and torch backends agree on a handful of primitives (numpy is the reference)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from transmuter_mlx.converters.backends import get_backend
+
+DEVICE = ["mlx", "torch"]
+rng = np.random.default_rng(0)
+X = rng.standard_normal((2, 3, 4)).astype(np.float32)
+Y = rng.standard_normal((2, 3, 4)).astype(np.float32)
+IDX = np.array([[2, 0], [1, 3]], dtype=np.int64)
+
+
+def _run(name: str, fn):
+    B = get_backend(name)
+    out = fn(B)
+    if isinstance(out, list | tuple):
+        return [np.asarray(B.to_numpy(o)) for o in out]
+    return np.asarray(B.to_numpy(out))
+
+
+CASES = {
+    "add": lambda B: B.add(B.asarray(X), B.asarray(Y)),
+    "divide": lambda B: B.divide(B.asarray(X), B.asarray(Y)),
+    "exp": lambda B: B.exp(B.asarray(X)),
+    "erf": lambda B: B.erf(B.asarray(X)),
+    "sigmoid": lambda B: B.sigmoid(B.asarray(X)),
+    "where": lambda B: B.where(B.greater(B.asarray(X), B.asarray(Y)), B.asarray(X), B.asarray(Y)),
+    "sum": lambda B: B.sum(B.asarray(X), (0, 2), True),
+    "mean": lambda B: B.mean(B.asarray(X), 1, False),
+    "max": lambda B: B.max(B.asarray(X), -1, False),
+    "argmax": lambda B: B.argmax(B.asarray(X), 1, False),
+    "softmax": lambda B: B.softmax(B.asarray(X), -1),
+    "logsumexp": lambda B: B.logsumexp(B.asarray(X), 2, True),
+    "cumsum": lambda B: B.cumsum(B.asarray(X), 1),
+    "reshape": lambda B: B.reshape(B.asarray(X), (6, 4)),
+    "transpose": lambda B: B.transpose(B.asarray(X), (2, 0, 1)),
+    "broadcast_to": lambda B: B.broadcast_to(B.asarray(X[:, :1]), (2, 3, 4)),
+    "concatenate": lambda B: B.concatenate([B.asarray(X), B.asarray(Y)], 1),
+    "split": lambda B: B.split(B.asarray(X), [1, 3], 2),
+    "slice": lambda B: B.slice(B.asarray(X), (0, 2, 3), (2, 0, 0), (1, -1, -2)),
+    "pad": lambda B: B.pad(B.asarray(X), [(0, 0), (1, 2), (0, 1)], 0.5),
+    "take": lambda B: B.take(B.asarray(X), B.asarray(IDX), 2),
+    "take_along_axis": lambda B: B.take_along_axis(B.asarray(X), B.asarray(np.argsort(X, axis=2)), 2),
+    "matmul": lambda B: B.matmul(B.asarray(X), B.asarray(np.swapaxes(Y, 1, 2))),
+    "einsum": lambda B: B.einsum("bij,bkj->bik", B.asarray(X), B.asarray(Y)),
+    "astype": lambda B: B.astype(B.asarray(X * 10), np.int32),
+    "arange": lambda B: B.arange(0, 10, 3, np.int64),
+    "full": lambda B: B.full((2, 3), 1.5, np.float32),
+}
+
+
+@pytest.mark.parametrize("backend", DEVICE)
+@pytest.mark.parametrize("case", list(CASES))
+def test_primitive_matches_numpy(case, backend):
+    want = _run("numpy", CASES[case])
+    got = _run(backend, CASES[case])
+    if isinstance(want, list):
+        assert len(got) == len(want)
+        pairs = list(zip(got, want))
+    else:
+        pairs = [(got, want)]
+    for g, w in pairs:
+        assert g.shape == w.shape, f"{case}: shape {g.shape} != {w.shape}"
+        assert g.dtype == w.dtype, f"{case}: dtype {g.dtype} != {w.dtype}"
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6, err_msg=case)
+
+
+@pytest.mark.parametrize("backend", ["numpy", *DEVICE])
+def test_dtype_round_trip(backend):
+    B = get_backend(backend)
+    for dtype in (np.float32, np.float16, np.int64, np.int32, np.bool_, np.uint8):
+        a = B.asarray(np.ones((2, 2), dtype=dtype))
+        assert B.dtype(a) == np.dtype(dtype)
+        assert B.shape(a) == (2, 2)
+        assert B.to_numpy(a).dtype == np.dtype(dtype)
+
+
+def test_mlx_compile_traces_backend_ops():
+    B = get_backend("mlx")
+    fn = B.compile(lambda a, b: (B.softmax(B.matmul(a, b), -1),))
+    a, b = X[0], np.swapaxes(Y[0], 0, 1)
+    (got,) = fn(B.asarray(a), B.asarray(b))
+    np.testing.assert_allclose(B.to_numpy(got), get_backend("numpy").softmax(a @ b, -1), rtol=1e-5, atol=1e-6)
+
+
+def test_mlx_matmul_with_loaded_blas():
+    """Whatever BLAS transmuter_mlx gave MLX (docs/performance.md), its matmul matches numpy."""
+    import sys
+
+    from transmuter_mlx._blas import blas_info
+
+    info = blas_info()
+    if sys.platform.startswith("linux"):
+        assert info["status"] != "not set up"  # importing transmuter_mlx ran the set-up
+    B = get_backend("mlx")
+    a = rng.standard_normal((96, 200)).astype(np.float32)
+    b = rng.standard_normal((200, 72)).astype(np.float32)
+    np.testing.assert_allclose(B.to_numpy(B.matmul(B.asarray(a), B.asarray(b))), a @ b, rtol=1e-4, atol=1e-4)
+    m = (rng.standard_normal((3, 16, 16)) + 16 * np.eye(16)).astype(np.float32)
+    np.testing.assert_allclose(B.to_numpy(B.matmul(B.asarray(m), B.asarray(m))), m @ m, rtol=1e-4, atol=1e-3)
