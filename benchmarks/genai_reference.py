@@ -29,8 +29,11 @@ def generate(folder: str, prompt_ids: list[int], max_new_tokens: int, model: str
         config.overlay(json.dumps({"model": {"decoder": {"filename": model}}}))
     m = og.Model(config)
     params = og.GeneratorParams(m)
-    params.set_search_options(do_sample=False, max_length=len(prompt_ids) + max_new_tokens,
-                              min_length=len(prompt_ids) + max_new_tokens)  # no early stop at eos
+    params.set_search_options(
+        do_sample=False,
+        max_length=len(prompt_ids) + max_new_tokens,
+        min_length=len(prompt_ids) + max_new_tokens,
+    )  # no early stop at eos
     gen = og.Generator(m, params)
     t0 = time.perf_counter()
     gen.append_tokens([prompt_ids])
@@ -40,7 +43,7 @@ def generate(folder: str, prompt_ids: list[int], max_new_tokens: int, model: str
         t = time.perf_counter()
         gen.generate_next_token()
         steps.append(time.perf_counter() - t)
-    return [int(i) for i in gen.get_sequence(0)[len(prompt_ids):]], prefill, steps
+    return [int(i) for i in gen.get_sequence(0)[len(prompt_ids) :]], prefill, steps
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -61,14 +64,22 @@ def main(argv: list[str] | None = None) -> int:
         ids = [int(i) for i in og.Tokenizer(og.Model(a.folder)).encode(a.prompt)]
     runs = [generate(a.folder, ids, a.max_new_tokens, a.model) for _ in range(max(1, a.runs))]
     tokens = runs[0][0]
-    decode = statistics.median(statistics.median(r[2]) for r in runs if r[2]) if any(r[2] for r in runs) else 0.0
-    result = {"prompt_ids": ids, "generated_ids": tokens, "prefill_s": statistics.median(r[1] for r in runs),
-              "decode_tokens_per_s": (1.0 / decode) if decode else None}
+    decode = (
+        statistics.median(statistics.median(r[2]) for r in runs if r[2]) if any(r[2] for r in runs) else 0.0
+    )
+    result = {
+        "prompt_ids": ids,
+        "generated_ids": tokens,
+        "prefill_s": statistics.median(r[1] for r in runs),
+        "decode_tokens_per_s": (1.0 / decode) if decode else None,
+    }
     if a.json:
         print(json.dumps(result))
     else:
         print(f"prompt {len(ids)} ids, generated {tokens}")
-        print(f"prefill {result['prefill_s'] * 1e3:.2f} ms, decode {result['decode_tokens_per_s'] or 0:.1f} tokens/s")
+        print(
+            f"prefill {result['prefill_s'] * 1e3:.2f} ms, decode {result['decode_tokens_per_s'] or 0:.1f} tokens/s"
+        )
     return 0
 
 
