@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from .nn_norm import normalize
 from .registry import MS_DOMAIN, register
 
 _LOW_PRECISION = ("float16", "bfloat16")
@@ -32,11 +33,8 @@ def layer_norm(
     if not stats and axis in (-1, len(B.shape(x)) - 1):
         return B.layer_norm(x, gamma, beta, epsilon), None, None
     x, dtype = _upcast(B, x)
-    axes = tuple(range(axis % len(B.shape(x)), len(B.shape(x))))
-    mean = B.mean(x, axes, True)
-    d = B.subtract(x, mean)
-    inv_std = B.reciprocal(B.sqrt(B.add(B.mean(B.multiply(d, d), axes, True), epsilon)))
-    y = B.multiply(B.multiply(d, inv_std), B.astype(gamma, B.dtype(x)))
+    y, mean, inv_std = normalize(B, x, tuple(range(axis % len(B.shape(x)), len(B.shape(x)))), epsilon)
+    y = B.multiply(y, B.astype(gamma, B.dtype(x)))
     if beta is not None:
         y = B.add(y, B.astype(beta, B.dtype(x)))
     return B.astype(y, dtype), mean, inv_std

@@ -1,9 +1,9 @@
 """onnxruntime attention contrib ops (com.microsoft): GroupQueryAttention, MultiHeadAttention,
 Attention and RotaryEmbedding, as onnxruntime's CPU kernels compute them.
 
-The attention math is written once here (``attend``) from backend primitives; half-precision
-inputs are computed in float32, as onnxruntime's CPU kernels do. Values that depend on the data
-(``seqlens_k``, mask lengths) stay on the device and become masks, so every shape is static.
+The attention math is shared with the ai.onnx ops (``_attention_math``) and called with ``ort=True``:
+half-precision inputs are computed in float32, as onnxruntime's CPU kernels do. Values that depend
+on the data (``seqlens_k``, mask lengths) stay on the device and become masks, so every shape is static.
 """
 
 from __future__ import annotations
@@ -13,90 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from ._attention_math import add_bias, attend, merge_heads, rope, split_heads
 from .registry import MS_DOMAIN, register
-
-_LOW_PRECISION = ("float16", "bfloat16")
-
-
-def split_heads(B: Any, x: Any, num_heads: int) -> Any:
-    """(batch, seq, heads * size) -> (batch, heads, seq, size)."""
-    b, s, d = B.shape(x)
-    return B.transpose(B.reshape(x, (b, s, num_heads, d // num_heads)), (0, 2, 1, 3))
-
-
-def merge_heads(B: Any, x: Any) -> Any:
-    """(batch, heads, seq, size) -> (batch, seq, heads * size)."""
-    b, n, s, h = B.shape(x)
-    return B.reshape(B.transpose(x, (0, 2, 1, 3)), (b, s, n * h))
-
-
-def rope(B: Any, x: Any, cos: Any, sin: Any, interleaved: int) -> Any:
-    """Rotate the first ``2 * cos.shape[-1]`` channels of ``x`` (..., seq, size).
-
-    ``cos``/``sin`` broadcast against (..., seq, rotary_dim / 2). Interleaved rotates the pairs
-    (x[2i], x[2i+1]); otherwise the halves (x[i], x[i + rotary_dim / 2]).
-    """
-    shape = B.shape(x)
-    half = B.shape(cos)[-1]
-    rot, rest = (x, None) if 2 * half == shape[-1] else B.split(x, [2 * half, shape[-1] - 2 * half], -1)
-    if interleaved:
-        pairs = B.reshape(rot, shape[:-1] + (half, 2))
-        x1, x2 = (B.squeeze(p, [-1]) for p in B.split(pairs, [1, 1], -1))
-    else:
-        x1, x2 = B.split(rot, [half, half], -1)
-    y1 = B.subtract(B.multiply(x1, cos), B.multiply(x2, sin))
-    y2 = B.add(B.multiply(x2, cos), B.multiply(x1, sin))
-    if interleaved:
-        out = B.reshape(B.stack([y1, y2], -1), shape[:-1] + (2 * half,))
-    else:
-        out = B.concatenate([y1, y2], -1)
-    return out if rest is None else B.concatenate([out, rest], -1)
-
-
-def attend(
-    B: Any,
-    q: Any,
-    k: Any,
-    v: Any,
-    scale: float,
-    bias: Any = None,
-    allowed: Any = None,
-    softcap: float = 0.0,
-    sink: Any = None,
-) -> Any:
-    """softmax(scale * q k^T [softcapped] + bias, masked where not ``allowed``) v.
-
-    q (b, heads, s, h); k, v (b, kv_heads, t, h): each group of heads / kv_heads query heads
-    shares a kv head. ``bias`` and ``allowed`` broadcast against (b, heads, s, t). ``sink`` (heads,)
-    adds exp(sink) to each softmax denominator (onnxruntime's smooth softmax / head sinks).
-    """
-    dtype = B.dtype(q)
-    if dtype.name in _LOW_PRECISION:
-        q, k, v = (B.astype(a, np.float32) for a in (q, k, v))
-    b, n, s, h = B.shape(q)
-    nkv, t, hv = B.shape(k)[1], B.shape(k)[2], B.shape(v)[3]
-    if softcap <= 0 and sink is None:  # the fused kernel: mx.fast / torch scaled_dot_product_attention
-        mask = None if bias is None else B.astype(bias, B.dtype(q))
-        if allowed is not None:
-            floor = B.full((), np.finfo(np.float32).min, B.dtype(q))
-            mask = allowed if mask is None else B.where(allowed, mask, floor)
-        return B.astype(B.sdpa(q, k, v, scale, mask), dtype)
-    qg = B.reshape(q, (b, nkv, (n // nkv) * s, h))
-    scores = B.reshape(B.matmul(qg, B.transpose(k, (0, 1, 3, 2))), (b, n, s, t))
-    scores = B.multiply(scores, scale)
-    if softcap > 0:
-        scores = B.multiply(B.tanh(B.multiply(scores, 1 / softcap)), softcap)
-    if bias is not None:
-        scores = B.add(scores, B.astype(bias, B.dtype(scores)))
-    if allowed is not None:
-        scores = B.where(allowed, scores, B.full((), np.finfo(np.float32).min, B.dtype(scores)))
-    if sink is None:
-        probs = B.softmax(scores, -1)
-    else:
-        sink = B.broadcast_to(B.reshape(B.astype(sink, B.dtype(scores)), (1, n, 1, 1)), (b, n, s, 1))
-        probs = B.split(B.softmax(B.concatenate([scores, sink], -1), -1), [t, 1], -1)[0]
-    out = B.reshape(B.matmul(B.reshape(probs, (b, nkv, (n // nkv) * s, t)), v), (b, n, s, hv))
-    return B.astype(out, dtype)
 
 
 def _positions(B: Any, n: int, dtype: Any = np.int32) -> Any:
@@ -105,13 +23,6 @@ def _positions(B: Any, n: int, dtype: Any = np.int32) -> Any:
 
 def _scale(scale: float | None, head_size: int) -> float:
     return scale if scale else 1.0 / math.sqrt(head_size)
-
-
-def _rope_tables(B: Any, cos_cache: Any, sin_cache: Any, pos: Any, dtype: Any) -> tuple[Any, Any]:
-    """cos/sin rows at ``pos`` (b, s), shaped (b, 1, s, half) to broadcast over heads."""
-    cos = B.expand_dims(B.astype(B.take(cos_cache, pos, 0), dtype), [1])
-    sin = B.expand_dims(B.astype(B.take(sin_cache, pos, 0), dtype), [1])
-    return cos, sin
 
 
 def write_cache(B: Any, past: Any, new: Any, start: Any, length: int) -> Any:
@@ -216,7 +127,7 @@ def group_query_attention_1(
             pos = position_ids
         else:
             pos = B.add(B.reshape(past_b, (b, 1)), B.reshape(_positions(B, s), (1, s)))
-        cos, sin = _rope_tables(B, cos_cache, sin_cache, pos, B.dtype(q))
+        cos, sin = B.take(cos_cache, pos, 0), B.take(sin_cache, pos, 0)
         q, k = rope(B, q, cos, sin, rotary_interleaved), rope(B, k, cos, sin, rotary_interleaved)
     length = max(total, B.shape(past_key)[2] if past_key is not None else 0)
     present_key = write_cache(B, past_key, k, past_b, length)
@@ -241,7 +152,8 @@ def group_query_attention_1(
     sink = head_sink
     if sink is None and smooth_softmax == 1:
         sink = B.zeros((num_heads,), B.dtype(q))
-    out = attend(B, q, present_key, present_value, _scale(scale, h), bias, allowed, softcap, sink)
+    out, _ = attend(B, q, present_key, present_value, scale=_scale(scale, h), bias=bias, allowed=allowed,
+                    softcap=softcap, sink=sink, ort=True)  # fmt: skip
     return merge_heads(B, out), present_key, present_value
 
 
@@ -266,15 +178,7 @@ def rotary_embedding_1(
     if is_packed_batching:
         raise NotImplementedError("RotaryEmbedding with is_packed_batching=1 is not supported")
     shape = B.shape(x)
-    half = B.shape(cos_cache)[-1]
-    if len(shape) == 3:
-        b, s, d = shape
-        head_size = d // num_heads if num_heads else 2 * half
-        x = B.reshape(x, (b, s, d // head_size, head_size))
-        seq_axis = 1
-    else:
-        b, s = shape[0], shape[2]
-        seq_axis = 2
+    b, s = shape[0], shape[1] if len(shape) == 3 else shape[2]
     if len(B.shape(position_ids)) == 1:  # a start position shared by the batch
         pos = B.add(
             B.reshape(B.astype(position_ids, np.int64), (1, 1)), B.reshape(_positions(B, s, np.int64), (1, s))
@@ -282,11 +186,7 @@ def rotary_embedding_1(
         pos = B.broadcast_to(pos, (b, s))
     else:
         pos = position_ids
-    cos = B.astype(B.take(cos_cache, pos, 0), B.dtype(x))  # (b, s, half)
-    sin = B.astype(B.take(sin_cache, pos, 0), B.dtype(x))
-    axis = 2 if seq_axis == 1 else 1
-    y = rope(B, x, B.expand_dims(cos, [axis]), B.expand_dims(sin, [axis]), interleaved)
-    return B.reshape(y, shape)
+    return rope(B, x, B.take(cos_cache, pos, 0), B.take(sin_cache, pos, 0), interleaved, num_heads)
 
 
 def key_mask_bias(B: Any, mask: Any, b: int, s: int, total: int, past: int, causal: int, fill: float) -> Any:
@@ -318,12 +218,6 @@ def key_mask_bias(B: Any, mask: Any, b: int, s: int, total: int, past: int, caus
     if hidden is None:
         return None
     return B.where(hidden, B.full((), fill, np.float32), B.zeros((), np.float32))
-
-
-def _add_bias(B: Any, bias: Any, extra: Any) -> Any:
-    if extra is None:
-        return bias
-    return extra if bias is None else B.add(bias, B.astype(extra, np.float32))
 
 
 @register("MultiHeadAttention", 1, MS_DOMAIN)
@@ -374,7 +268,9 @@ def multi_head_attention_1(
         k, v = B.concatenate([past_key, k], 2), B.concatenate([past_value, v], 2)
     total = B.shape(k)[2]
     mask = key_mask_bias(B, key_padding_mask, b, s, total, past, unidirectional, mask_filter_value)
-    out = attend(B, q, k, v, _scale(scale, B.shape(q)[-1]), _add_bias(B, mask, attention_bias))
+    out, _ = attend(
+        B, q, k, v, scale=_scale(scale, B.shape(q)[-1]), bias=add_bias(B, mask, attention_bias), ort=True
+    )
     return merge_heads(B, out), k, v
 
 
@@ -414,6 +310,7 @@ def attention_1(
         k, v = B.concatenate([pk, k], 2), B.concatenate([pv, v], 2)
     total = B.shape(k)[2]
     mask = key_mask_bias(B, mask_index, b, s, total, past_len, unidirectional, mask_filter_value)
-    out = attend(B, q, k, v, _scale(scale, sizes[0] // num_heads), _add_bias(B, mask, attention_bias))
+    scale = _scale(scale, sizes[0] // num_heads)
+    out, _ = attend(B, q, k, v, scale=scale, bias=add_bias(B, mask, attention_bias), ort=True)
     present = B.stack([k, v], 0) if sizes[1] == sizes[2] else None
     return merge_heads(B, out), present

@@ -83,7 +83,7 @@ def batch_normalization_14(B: Any, x: Any, scale: Any, bias: Any, mean: Any, var
     return _batch_train(B, x, scale, bias, mean, var, epsilon, momentum)[:3]
 
 
-def _normalize(B: Any, x: Any, axes: tuple[int, ...], epsilon: float) -> tuple[Any, Any, Any]:
+def normalize(B: Any, x: Any, axes: tuple[int, ...], epsilon: float) -> tuple[Any, Any, Any]:
     """(x - mean) * inv_std over ``axes``, and the mean and inv_std (keepdims)."""
     m = B.mean(x, axes, True)
     d = B.subtract(x, m)
@@ -96,7 +96,7 @@ def _normalize(B: Any, x: Any, axes: tuple[int, ...], epsilon: float) -> tuple[A
 def instance_normalization_1(B: Any, x: Any, scale: Any, bias: Any, *, consumed_inputs: Any = None,
                              epsilon: float = 1e-5) -> Any:  # fmt: skip
     rank = len(B.shape(x))
-    y, _, _ = _normalize(B, x, tuple(range(2, rank)), epsilon)
+    y, _, _ = normalize(B, x, tuple(range(2, rank)), epsilon)
     return B.add(B.multiply(y, _channel(B, scale, rank)), _channel(B, bias, rank))
 
 
@@ -112,7 +112,7 @@ def layer_normalization_17(B: Any, x: Any, scale: Any, bias: Any = None, *, axis
         b = None if bias is None else B.reshape(B.broadcast_to(bias, inner), (-1,))
         return B.reshape(B.layer_norm(B.reshape(x, flat), w, b, epsilon), shape)
     xs = _stash(B, B.reshape(x, flat), stash_type)
-    y, m, inv = _normalize(B, xs, (len(flat) - 1,), epsilon)
+    y, m, inv = normalize(B, xs, (len(flat) - 1,), epsilon)
     y = B.reshape(B.astype(y, B.dtype(x)), shape)
     y = B.multiply(y, scale)
     y = y if bias is None else B.add(y, bias)
@@ -133,7 +133,7 @@ def rms_normalization_23(B: Any, x: Any, scale: Any, *, axis: int = -1, epsilon:
 def _group_norm(B: Any, x: Any, num_groups: int, epsilon: float, stash_type: int) -> Any:
     shape = B.shape(x)
     xs = _stash(B, B.reshape(x, (shape[0], num_groups, -1)), stash_type)
-    y, _, _ = _normalize(B, xs, (2,), epsilon)
+    y, _, _ = normalize(B, xs, (2,), epsilon)
     return B.reshape(B.astype(y, B.dtype(x)), shape)
 
 

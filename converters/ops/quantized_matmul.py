@@ -75,12 +75,16 @@ def int_conv(B: Any, x: Any, w: Any, pads: Any, strides: Any, dilations: Any, gr
     return total
 
 
-def _conv_geometry(
-    B: Any, x: Any, w: Any, auto_pad: str, dilations: Any, kernel_shape: Any, pads: Any, strides: Any
-):
+def _centered_conv(
+    B: Any, x: Any, x_zero_point: Any, w: Any, w_zero_point: Any, group: int, auto_pad: str, dilations: Any,
+    kernel_shape: Any, pads: Any, strides: Any,
+) -> Any:  # fmt: skip
+    """The int32 convolution of ``x - x_zero_point`` by ``w - w_zero_point`` (zero points per output channel)."""
     kernel = list(kernel_shape or B.shape(w)[2:])
     pairs, strides, dilations, _ = spatial_pads(B.shape(x)[2:], kernel, strides, dilations, pads, auto_pad)
-    return pairs, strides, dilations
+    wshape = (B.shape(w)[0],) + (1,) * (len(B.shape(w)) - 1)
+    x, w = _centered(B, x, x_zero_point), _centered(B, w, w_zero_point, wshape)
+    return int_conv(B, x, w, pairs, strides, dilations, group)
 
 
 def _requantize(B: Any, acc: Any, multiplier: Any, y_zero_point: Any, out: np.dtype) -> Any:
@@ -126,17 +130,8 @@ def conv_integer_10(
     pads: Any = None,
     strides: Any = None,
 ) -> Any:
-    pairs, strides, dilations = _conv_geometry(B, x, w, auto_pad, dilations, kernel_shape, pads, strides)
-    wshape = (B.shape(w)[0],) + (1,) * (len(B.shape(w)) - 1)  # per output channel
-    return int_conv(
-        B,
-        _centered(B, x, x_zero_point),
-        _centered(B, w, w_zero_point, wshape),
-        pairs,
-        strides,
-        dilations,
-        group,
-    )
+    geometry = (auto_pad, dilations, kernel_shape, pads, strides)
+    return _centered_conv(B, x, x_zero_point, w, w_zero_point, group, *geometry)
 
 
 def _multiplier(B: Any, *scales: Any) -> Any:
@@ -169,17 +164,8 @@ def qlinear_conv_10(
     dilations: Any = None, group: int = 1, kernel_shape: Any = None, pads: Any = None, strides: Any = None,
 ) -> Any:  # fmt: skip
     """Integer convolution plus int32 bias, requantized with per-tensor or per-output-channel ``w_scale``."""
-    pairs, strides, dilations = _conv_geometry(B, x, w, auto_pad, dilations, kernel_shape, pads, strides)
-    wshape = (B.shape(w)[0],) + (1,) * (len(B.shape(w)) - 1)
-    acc = int_conv(
-        B,
-        _centered(B, x, x_zero_point),
-        _centered(B, w, w_zero_point, wshape),
-        pairs,
-        strides,
-        dilations,
-        group,
-    )
+    geometry = (auto_pad, dilations, kernel_shape, pads, strides)
+    acc = _centered_conv(B, x, x_zero_point, w, w_zero_point, group, *geometry)
     r = len(B.shape(x))
     if bias is not None:
         acc = B.add(acc, B.reshape(B.astype(bias, np.int32), (1, -1) + (1,) * (r - 2)))

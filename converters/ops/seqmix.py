@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from .attention import split_heads
+from ._attention_math import split_heads
 from .registry import register
 
 _F32 = np.dtype(np.float32)

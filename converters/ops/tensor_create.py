@@ -9,6 +9,7 @@ import numpy as np
 
 from ..values import np_dtype
 from .registry import register
+from .tensor_shape import normalize_axis
 
 _LOW_FLOATS = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
 
@@ -68,9 +69,7 @@ def range_11(B: Any, start: np.ndarray, limit: np.ndarray, delta: np.ndarray, *,
 def one_hot_9(B: Any, indices: Any, depth: np.ndarray, values: Any, *, axis: int = -1) -> Any:
     depth = int(np.asarray(depth).reshape(-1)[0])
     rank = len(B.shape(indices)) + 1
-    if not -rank <= axis < rank:
-        raise ValueError(f"axis {axis} is out of range for rank {rank}")
-    axis %= rank
+    axis = normalize_axis(axis, rank)
     idx = B.astype(indices, np.int64)
     zero = B.zeros((), np.int64)
     idx = B.where(B.less(idx, zero), B.add(idx, B.asarray(depth, np.int64)), idx)

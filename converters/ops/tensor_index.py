@@ -8,12 +8,7 @@ from typing import Any
 import numpy as np
 
 from .registry import register
-
-
-def _axis(axis: int, rank: int) -> int:
-    if not -rank <= axis < max(rank, 1):
-        raise ValueError(f"axis {axis} is out of range for rank {rank}")
-    return axis % max(rank, 1)
+from .tensor_shape import normalize_axis
 
 
 def _wrap(B: Any, indices: Any, n: Any) -> Any:
@@ -31,13 +26,13 @@ def _along(rank: int, axis: int, n: int) -> list[int]:
 
 @register("Gather", 1)
 def gather_1(B: Any, data: Any, indices: Any, *, axis: int = 0) -> Any:
-    axis = _axis(axis, len(B.shape(data)))
+    axis = normalize_axis(axis, len(B.shape(data)))
     return B.take(data, _wrap(B, indices, B.shape(data)[axis]), axis)
 
 
 @register("GatherElements", 11)
 def gather_elements_11(B: Any, data: Any, indices: Any, *, axis: int = 0) -> Any:
-    axis = _axis(axis, len(B.shape(data)))
+    axis = normalize_axis(axis, len(B.shape(data)))
     return B.take_along_axis(data, _wrap(B, indices, B.shape(data)[axis]), axis)
 
 
@@ -75,7 +70,7 @@ def gather_nd_12(B: Any, data: Any, indices: Any, *, batch_dims: int = 0) -> Any
 
 
 def _scatter_elements(B: Any, data: Any, indices: Any, updates: Any, axis: int, reduction: str) -> Any:
-    axis = _axis(axis, len(B.shape(data)))
+    axis = normalize_axis(axis, len(B.shape(data)))
     indices = _wrap(B, indices, B.shape(data)[axis])
     return B.scatter_along_axis(data, indices, updates, axis, reduction)
 
@@ -120,7 +115,7 @@ def tensor_scatter_24(
     """Writes ``update`` into the cache at each batch row's write index along ``axis``."""
     shape, ushape = B.shape(past_cache), B.shape(update)
     rank = len(shape)
-    axis = _axis(axis, rank)
+    axis = normalize_axis(axis, rank)
     seq = B.reshape(B.arange(0, ushape[axis], 1, np.int64), _along(rank, axis, ushape[axis]))
     if write_indices is not None:
         start = B.reshape(B.astype(write_indices, np.int64), _along(rank, 0, shape[0]))
@@ -136,7 +131,7 @@ def tensor_scatter_24(
 def compress_9(B: Any, input: Any, condition: np.ndarray, *, axis: int | None = None) -> Any:
     if axis is None:
         input, axis = B.reshape(input, (-1,)), 0
-    axis = _axis(axis, len(B.shape(input)))
+    axis = normalize_axis(axis, len(B.shape(input)))
     # a condition shorter than the axis selects from its first entries only
     keep = np.nonzero(np.asarray(condition, dtype=bool).reshape(-1)[: B.shape(input)[axis]])[0]
     return B.take(input, B.asarray(keep.astype(np.int64)), axis)
@@ -165,7 +160,7 @@ def nonzero_9(B: Any, X: Any) -> np.ndarray:
 def unique_11(B: Any, X: Any, *, axis: int | None = None, sorted: int = 1) -> tuple[np.ndarray, ...]:
     x = np.asarray(X)
     if axis is not None:
-        axis = _axis(axis, x.ndim)
+        axis = normalize_axis(axis, x.ndim)
     y, first, inverse, counts = np.unique(
         x, return_index=True, return_inverse=True, return_counts=True, axis=axis
     )

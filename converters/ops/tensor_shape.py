@@ -10,7 +10,8 @@ import numpy as np
 from .registry import register
 
 
-def _axis(axis: int, rank: int) -> int:
+def normalize_axis(axis: int, rank: int) -> int:
+    """``axis`` in [0, rank) (a scalar's axis 0 or -1 is 0); out of range is an error."""
     if not -rank <= axis < max(rank, 1):
         raise ValueError(f"axis {axis} is out of range for rank {rank}")
     return axis % max(rank, 1)
@@ -76,7 +77,7 @@ def _squeeze(B: Any, x: Any, axes: list[int] | None) -> Any:
     shape = B.shape(x)
     if axes is None:
         axes = [i for i, d in enumerate(shape) if d == 1]
-    return B.squeeze(x, sorted(_axis(a, len(shape)) for a in axes))
+    return B.squeeze(x, sorted(normalize_axis(a, len(shape)) for a in axes))
 
 
 @register("Squeeze", 1)
@@ -91,7 +92,7 @@ def squeeze_13(B: Any, data: Any, axes: np.ndarray | None = None) -> Any:
 
 def _unsqueeze(B: Any, x: Any, axes: list[int]) -> Any:
     rank = len(B.shape(x)) + len(axes)
-    return B.expand_dims(x, sorted(_axis(a, rank) for a in axes))
+    return B.expand_dims(x, sorted(normalize_axis(a, rank) for a in axes))
 
 
 @register("Unsqueeze", 1)
@@ -112,11 +113,11 @@ def transpose_1(B: Any, data: Any, *, perm: list[int] | None = None) -> Any:
 
 @register("Concat", 1)
 def concat_1(B: Any, *inputs: Any, axis: int = 1) -> Any:
-    return B.concatenate(list(inputs), _axis(axis, len(B.shape(inputs[0]))))
+    return B.concatenate(list(inputs), normalize_axis(axis, len(B.shape(inputs[0]))))
 
 
 def _split(B: Any, x: Any, axis: int, sizes: list[int] | None, count: int) -> tuple[Any, ...]:
-    axis = _axis(axis, len(B.shape(x)))
+    axis = normalize_axis(axis, len(B.shape(x)))
     n = B.shape(x)[axis]
     if sizes is None:
         if n % count:
@@ -153,7 +154,7 @@ def split_18(
 ) -> tuple[Any, ...]:
     if split is not None or num_outputs is None:
         return _split(B, input, axis, None if split is None else _ints(split), ctx.num_outputs)
-    n = B.shape(input)[_axis(axis, len(B.shape(input)))]
+    n = B.shape(input)[normalize_axis(axis, len(B.shape(input)))]
     chunk = -(-n // num_outputs)  # ceil: every part but the last is this big
     sizes = [min(chunk, n - i * chunk) for i in range(num_outputs)]
     return _split(B, input, axis, sizes, num_outputs)
@@ -163,7 +164,7 @@ def _slice(
     B: Any, x: Any, starts: list[int], ends: list[int], axes: list[int] | None, steps: list[int] | None
 ) -> Any:
     shape = B.shape(x)
-    axes = list(range(len(starts))) if axes is None else [_axis(a, len(shape)) for a in axes]
+    axes = list(range(len(starts))) if axes is None else [normalize_axis(a, len(shape)) for a in axes]
     steps = [1] * len(starts) if steps is None else steps
     lo, hi, st = [0] * len(shape), list(shape), [1] * len(shape)
     for a, start, end, step in zip(axes, starts, ends, steps):
