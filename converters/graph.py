@@ -242,9 +242,19 @@ class Interpreter:
                 out.append(np.asarray(a))
             elif B.is_host:
                 out.append(_to_host(a, self.backend))
+            elif self.program.initializers.get(step.inputs[i]) is a:
+                out.append(self._device_weight(step.inputs[i], a, B))
             else:
                 out.append(_to_device(a, B))
         return out
+
+    def _device_weight(self, name: str, value: Any, B: Backend) -> Any:
+        """An initializer on the device, converted once (eager runs read weights every call)."""
+        key = (name, B.name)
+        cache = self.program.device_constants
+        if key not in cache:
+            cache[key] = _to_device(value, B)
+        return cache[key]
 
     def _host_value(self, step: Step, v: Any) -> Any:
         if not is_host(v):

@@ -7,10 +7,12 @@
 
 from __future__ import annotations
 
+from . import _blas  # noqa: F401  (first: gives MLX a fast BLAS on Linux, before mlx.core loads)
 from ._layout import mount_sibling_packages
 
 mount_sibling_packages(__name__, __file__)
 
+from . import text
 from .converters.errors import (
     ConverterError,
     DynamicShapeError,
@@ -20,6 +22,8 @@ from .converters.errors import (
     UnsupportedOpError,
 )
 from .converters.model import Model, TensorInfo, load
+from .pipelines import pipeline
+from .serving import Serving, ServingClosedError, ServingStats  # noqa: F401  (public API)
 
 __version__ = "0.1.0"
 
@@ -33,4 +37,6 @@ __all__ = [
     "TensorInfo",
     "UnsupportedOpError",
     "load",
+    "pipeline",
+    "text",
 ]

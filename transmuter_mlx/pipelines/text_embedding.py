@@ -1,0 +1,107 @@
+"""text_embedding: one vector per text, pooled and normalised as sentence-transformers does."""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+from typing import Any
+
+import mlx.core as mx
+import numpy as np
+
+from .base import TextEncoderPipeline, check_text
+from .sentence_config import read_sentence_config
+
+POOLING_MODES = ("cls", "max", "mean", "mean_sqrt_len_tokens", "weightedmean", "lasttoken")
+PROCESSORS = ("l2_norm", None)
+
+
+class TextEmbedding(TextEncoderPipeline):
+    """Embeddings of texts: ``{"embedding": mx.array}`` (the pooled vector, or token vectors without pooling).
+
+    >>> import transmuter_mlx as tm
+    >>> embed = tm.text.text_embedding("Xenova/all-MiniLM-L6-v2")         # doctest: +SKIP
+    >>> embed("The cat sat on the mat.")["embedding"].shape                # doctest: +SKIP
+    (384,)
+
+    Pooling, normalisation and the maximum length come from the sentence-transformers files of
+    the repository (modules.json, 1_Pooling/config.json, sentence_bert_config.json) or of its
+    model card's ``base_model``; without them, mean pooling and no normalisation. Options:
+    ``output_pool`` (a mode of ``POOLING_MODES``, a list of them to concatenate, or None for the
+    token vectors) and ``embedding_processor`` (``"l2_norm"`` or None) override those files.
+    """
+
+    task = "text-embedding"
+    defaults = MappingProxyType({"output_pool": "auto", "embedding_processor": "auto"})
+
+    def __init__(self, source: Any = None, /, **options: Any) -> None:
+        super().__init__(source, **options)
+        self.sentence = read_sentence_config(self.repo)
+        if self.sentence is not None and self.sentence.max_seq_length:
+            self.max_length = min(x for x in (self.max_length, self.sentence.max_seq_length) if x)
+        extra = self.options.extra
+        if (
+            self.sentence is not None
+            and extra["output_pool"] == "auto"
+            and extra["embedding_processor"] == "auto"
+        ):
+            self.sentence.check(self.task)
+        self.settings(extra)
+        self.hidden_name = self.family.hidden_output([o.name for o in self.model.outputs])
+
+    def settings(self, options: dict[str, Any]) -> tuple[tuple[str, ...] | None, bool]:
+        """``(pooling modes or None, normalise)`` for the options of a call."""
+        pool, processor = options["output_pool"], options["embedding_processor"]
+        sentence = self.sentence
+        if pool == "auto":
+            modes = sentence.pooling if sentence is not None and sentence.pooling else ("mean",)
+        elif pool is None:
+            modes = None
+        else:
+            modes = (pool,) if isinstance(pool, str) else tuple(pool)
+            bad = [m for m in modes if m not in POOLING_MODES]
+            if bad or not modes:
+                raise ValueError(
+                    f"{self.task}: unknown output_pool {pool!r}; expected one of {POOLING_MODES} or None"
+                )
+        if processor == "auto":
+            normalize = bool(sentence is not None and sentence.normalize)
+        elif processor in PROCESSORS or processor == "none":
+            normalize = processor == "l2_norm"
+        else:
+            raise ValueError(
+                f"{self.task}: unknown embedding_processor {processor!r}; expected 'l2_norm' or None"
+            )
+        return modes, normalize
+
+    def run(self, items: list[Any], options: dict[str, Any]) -> list[dict[str, Any]]:
+        modes, normalize = self.settings(options)
+        texts = [check_text(self.task, i, x) for i, x in enumerate(items)]
+        rows = self.encode_rows(texts)
+        outputs = self.run_rows(rows, per_token=True)
+        return [self.postprocess(self.output(out, self.hidden_name), modes, normalize) for out in outputs]
+
+    @staticmethod
+    def postprocess(hidden: np.ndarray, modes: tuple[str, ...] | None, normalize: bool) -> dict[str, Any]:
+        vector = hidden if modes is None else np.concatenate([pool(hidden, m) for m in modes], axis=-1)
+        if normalize:
+            vector = vector / np.maximum(np.linalg.norm(vector, axis=-1, keepdims=True), 1e-12)
+        return {"embedding": mx.array(vector.astype(np.float32))}
+
+
+def pool(hidden: np.ndarray, mode: str) -> np.ndarray:
+    """Pool the token vectors ``(tokens, hidden)`` of one row (no padding) as sentence-transformers does."""
+    n = hidden.shape[0]
+    if mode == "cls":
+        return hidden[0]
+    if mode == "lasttoken":
+        return hidden[-1]
+    if mode == "max":
+        return hidden.max(axis=0)
+    if mode == "mean":
+        return hidden.sum(axis=0) / max(n, 1e-9)
+    if mode == "mean_sqrt_len_tokens":
+        return hidden.sum(axis=0) / np.sqrt(max(n, 1e-9))
+    if mode == "weightedmean":
+        weights = np.arange(1, n + 1, dtype=hidden.dtype)[:, None]
+        return (hidden * weights).sum(axis=0) / max(weights.sum(), 1e-9)
+    raise ValueError(f"unknown pooling mode {mode!r}; expected one of {POOLING_MODES}")

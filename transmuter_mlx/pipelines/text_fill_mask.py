@@ -1,0 +1,105 @@
+"""fill_mask: the most likely tokens for the mask token of a text."""
+
+from __future__ import annotations
+
+import warnings
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+
+from .base import TextEncoderPipeline, check_text
+from .text_classification import apply_function
+
+
+class FillMask(TextEncoderPipeline):
+    """Tokens for the mask: ``{"predictions": [{"score", "token", "token_str", "sequence"}, ...]}``.
+
+    >>> import transmuter_mlx as tm
+    >>> fill = tm.text.fill_mask("Xenova/bert-base-uncased")              # doctest: +SKIP
+    >>> fill("Paris is the [MASK] of France.")["predictions"][0]          # doctest: +SKIP
+    {'score': 0.99, 'token': 3007, 'token_str': 'capital', 'sequence': 'paris is the capital of france.'}
+
+    ``top_k`` (default 5) predictions, best first; ``targets`` (a str or list) limits them to
+    those tokens (a target that is not a token is replaced by its first token, with a warning).
+    With several masks, ``predictions`` has one list per mask, as in transformers.
+    """
+
+    task = "fill-mask"
+    defaults = MappingProxyType({"top_k": 5, "targets": None})
+
+    def __init__(self, source: Any = None, /, **options: Any) -> None:
+        super().__init__(source, **options)
+        if self.tokenizer.mask_token_id is None:
+            raise ValueError(f"{self.task}: the tokenizer of {self.repo.name} has no mask token")
+
+    def run(self, items: list[Any], options: dict[str, Any]) -> list[dict[str, Any]]:
+        texts = [check_text(self.task, i, x) for i, x in enumerate(items)]
+        rows = self.encode_rows(texts)
+        mask_id = self.tokenizer.mask_token_id
+        for i, row in enumerate(rows):
+            if not (row.input_ids == mask_id).any():
+                raise ValueError(
+                    f"{self.task}: input {i}: no mask token ({self.tokenizer.mask_token}) found on the input"
+                )
+        targets = self.target_ids(options["targets"]) if options["targets"] is not None else None
+        outputs = self.run_rows(rows, per_token=True)
+        return [
+            self.predictions(row.input_ids, self.output(out, "logits"), options["top_k"], targets)
+            for row, out in zip(rows, outputs)
+        ]
+
+    def predictions(
+        self, ids: np.ndarray, logits: np.ndarray, top_k: int, targets: np.ndarray | None
+    ) -> dict:
+        tok = self.tokenizer
+        masked = np.nonzero(ids == tok.mask_token_id)[0]
+        probs = apply_function(logits[masked], "softmax")
+        if targets is not None:
+            probs, top_k = probs[:, targets], min(top_k, len(targets))
+        single = len(masked) == 1
+        result = []
+        for i, p in enumerate(probs):
+            best = np.argsort(-p, kind="stable")[:top_k]
+            row = []
+            for j in best:
+                token = int(targets[j]) if targets is not None else int(j)
+                filled = ids.copy()
+                filled[masked[i]] = token
+                filled = filled[filled != tok.pad_token_id] if tok.pad_token_id is not None else filled
+                row.append(
+                    {
+                        "score": float(p[j]),
+                        "token": token,
+                        "token_str": tok.decode([token], skip_special_tokens=False),
+                        "sequence": tok.decode(filled, skip_special_tokens=single),
+                    }
+                )
+            result.append(row)
+        return {"predictions": result[0] if single else result}
+
+    def target_ids(self, targets: Any) -> np.ndarray:
+        """Token ids of targets, as transformers' FillMaskPipeline.get_target_ids."""
+        targets = [targets] if isinstance(targets, str) else list(targets)
+        vocab = self.tokenizer.backend.get_vocab()
+        ids = []
+        for target in targets:
+            token = vocab.get(target)
+            if token is None:
+                enc = self.tokenizer.encode([target], add_special_tokens=False, max_length=1, truncation=True)
+                if not enc.attention_mask[0].any():
+                    warnings.warn(
+                        f"{self.task}: target {target!r} is not in the vocabulary; ignoring it", stacklevel=4
+                    )
+                    continue
+                token = int(enc.input_ids[0][0])
+                warnings.warn(
+                    f"{self.task}: target {target!r} is not in the vocabulary; replacing it with "
+                    f"{self.tokenizer.convert_ids_to_tokens(token)!r}",
+                    stacklevel=4,
+                )
+            ids.append(token)
+        ids = sorted(set(ids))
+        if not ids:
+            raise ValueError(f"{self.task}: at least one target must be provided when passed")
+        return np.asarray(ids)

@@ -1,0 +1,83 @@
+"""token_classification: labels of tokens (named entities), grouped as transformers does."""
+
+from __future__ import annotations
+
+import warnings
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+
+from .base import TextEncoderPipeline, check_text
+from .text_classification import apply_function
+from .text_entities import STRATEGIES, aggregate, gather_pre_entities
+
+
+class TokenClassification(TextEncoderPipeline):
+    """Entities of a text: ``{"entities": [{"label", "score", "phrase", "start", "end", "word"}, ...]}``.
+
+    >>> import transmuter_mlx as tm
+    >>> ner = tm.text.token_classification("Xenova/bert-base-NER",
+    ...                                    aggregation_strategy="simple")  # doctest: +SKIP
+    >>> ner("Hugging Face Inc. is a company based in New York City.")["entities"][0]  # doctest: +SKIP
+    {'label': 'ORG', 'score': 0.99, 'phrase': 'Hugging Face Inc', 'start': 0, 'end': 16,
+     'word': 'hugging face inc'}
+
+    ``aggregation_strategy``: "none" (one entity per token, with its ``index``; the default),
+    "simple", "first", "average" or "max", exactly as transformers' TokenClassificationPipeline;
+    ``ignore_labels`` (default ["O"]) are dropped. ``start``/``end`` are UTF-8 byte offsets, so
+    ``text.encode()[start:end].decode() == phrase``; ``word`` is the decoded tokens.
+    """
+
+    task = "token-classification"
+    defaults = MappingProxyType({"aggregation_strategy": "none", "ignore_labels": ("O",)})
+
+    def run(self, items: list[Any], options: dict[str, Any]) -> list[dict[str, Any]]:
+        strategy = str(options["aggregation_strategy"] or "none").lower()
+        if strategy not in STRATEGIES:
+            raise ValueError(
+                f"{self.task}: unknown aggregation_strategy {strategy!r}; expected one of {STRATEGIES}"
+            )
+        ignore = set(options["ignore_labels"] or ())
+        texts = [check_text(self.task, i, x) for i, x in enumerate(items)]
+        rows = self.encode_rows(texts)
+        outputs = self.run_rows(rows, per_token=True)
+        prefix = bool(getattr(self.tokenizer.backend.model, "continuing_subword_prefix", None))
+        if not prefix and strategy in ("first", "average", "max"):
+            warnings.warn(
+                "Tokenizer does not support real words, using fallback heuristic", UserWarning, stacklevel=3
+            )
+        return [
+            self.entities(texts[row.owner], row, self.output(out, "logits"), strategy, ignore, prefix)
+            for row, out in zip(rows, outputs)
+        ]
+
+    def entities(
+        self, text: str, row: Any, logits: np.ndarray, strategy: str, ignore: set[str], prefix: bool
+    ) -> dict[str, Any]:
+        data = text.encode("utf-8")
+        scores = apply_function(logits, "softmax")
+        ids = row.input_ids.tolist()
+        words = self.tokenizer.convert_ids_to_tokens(ids)
+        unk = np.asarray(ids) == (
+            self.tokenizer.unk_token_id if self.tokenizer.unk_token_id is not None else -1
+        )
+        pre = gather_pre_entities(data, words, scores, row.offsets, row.special_tokens_mask, unk, prefix)
+        grouped = aggregate(pre, strategy, self.args.id2label, self.tokenizer.convert_tokens_to_string)
+        out = []
+        for e in grouped:
+            label = e.get("entity_group", e.get("entity"))
+            if label in ignore:
+                continue
+            entity = {
+                "label": label,
+                "score": float(e["score"]),
+                "phrase": data[e["start"] : e["end"]].decode("utf-8"),
+                "start": e["start"],
+                "end": e["end"],
+                "word": e["word"],
+            }
+            if strategy == "none":
+                entity["index"] = e["index"]
+            out.append(entity)
+        return {"entities": out}
