@@ -23,7 +23,7 @@ from .converters.errors import (
 )
 from .converters.model import Model, TensorInfo, load
 from .pipelines import pipeline
-from .serving import Serving, ServingClosedError, ServingStats  # noqa: F401  (public API)
+from .serving import Serving, ServingClosedError, ServingStats
 
 __version__ = "0.1.0"
 
@@ -38,5 +38,8 @@ __all__ = [
     "UnsupportedOpError",
     "load",
     "pipeline",
+    "Serving",
+    "ServingClosedError",
+    "ServingStats",
     "text",
 ]
