@@ -7,6 +7,10 @@
 
 from __future__ import annotations
 
+from .beam import BeamSearch
+from .config import GenerationConfig
+from .loop import DecoderSession, Generated, generate
+from .sessions import open_session
 from .streaming import TextStream
 
-__all__ = ["TextStream"]
+__all__ = ["BeamSearch", "DecoderSession", "GenerationConfig", "Generated", "TextStream", "generate", "open_session"]

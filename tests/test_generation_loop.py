@@ -1,0 +1,147 @@
+"""The decoding loop on the ONNX generation fixtures (mlx and torch) against transformers' ``generate``
+on the fixtures' PyTorch weights: greedy 64 new tokens token for token, alone and in a batch of prompts
+of different lengths; beam search through the cache reorder; seeded sampling reproducible across runs
+and batch sizes; stop conditions on a toy session.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+
+from converters.backends import get_backend
+from transmuter_mlx.generation.config import GenerationConfig
+from transmuter_mlx.generation.loop import generate
+from transmuter_mlx.generation.sessions import CacheLayout, open_session
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+# (fixture, ONNX file): position_ids exports (left padding) and a merged decoder (grouped by length)
+DECODERS = [("gpt2", "model.onnx"), ("gpt2-merged", "decoder_model_merged.onnx"),
+            ("llama", "model.onnx"), ("qwen2", "model.onnx")]
+PROMPT_LENGTHS = (5, 9, 3, 9)
+
+
+@functools.cache
+def _folder(name: str):
+    from tests.fixtures.generation_models import build
+
+    return build(name)
+
+
+@functools.cache
+def _reference(name: str):
+    return transformers.AutoModelForCausalLM.from_pretrained(_folder(name)).eval()
+
+
+@functools.cache
+def _model(name: str, file: str, backend: str):
+    import transmuter_mlx as tm
+
+    return tm.load(str(_folder(name) / "onnx" / file), backend=backend, compile=False)
+
+
+def _prompts(seed: int = 0, lengths=PROMPT_LENGTHS) -> list[list[int]]:
+    rng = np.random.default_rng(seed)
+    return [list(map(int, rng.integers(5, 400, n))) for n in lengths]
+
+
+def _theirs(name: str, prompt: list[int], **options) -> list[int]:
+    with torch.no_grad():
+        out = _reference(name).generate(torch.tensor([prompt]), attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
+                                        **options)
+    return out[0, len(prompt):].tolist()
+
+
+def _run(name: str, file: str, backend: str, prompts, **options):
+    config = GenerationConfig.from_repo(_folder(name)).update(**options)
+    session = open_session(_model(name, file, backend), config.pad_id)
+    return generate(session, prompts, config)
+
+
+@pytest.mark.parametrize("backend", ["mlx", "torch"])
+@pytest.mark.parametrize("name,file", DECODERS)
+def test_greedy_matches_generate(name, file, backend):
+    prompts = _prompts()
+    batch = _run(name, file, backend, prompts, max_new_tokens=64)
+    alone = _run(name, file, backend, prompts[:1], max_new_tokens=64)
+    theirs = [_theirs(name, p, max_new_tokens=64, do_sample=False) for p in prompts]
+    assert alone.sequences[0] == theirs[0]
+    assert batch.sequences == theirs
+    padded = name != "gpt2-merged"  # the merged decoder groups rows by length instead of padding them
+    assert batch.token_summaries == [
+        {"input": n, "output": len(t), "padding": (max(PROMPT_LENGTHS) - n) if padded else 0}
+        for n, t in zip(PROMPT_LENGTHS, theirs)]
+
+
+@pytest.mark.parametrize("name,file", [("llama", "model.onnx"), ("gpt2-merged", "decoder_model_merged.onnx")])
+def test_beam_search_matches_generate(name, file):
+    prompts = _prompts(1, (4, 7))
+    options = dict(num_beams=3, length_penalty=0.8, early_stopping=True, num_return_sequences=2, max_new_tokens=20)
+    ours = _run(name, file, "mlx", prompts, **options)
+    for i, prompt in enumerate(prompts):
+        with torch.no_grad():
+            theirs = _reference(name).generate(torch.tensor([prompt]), do_sample=False,
+                                               attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
+                                               **options)[:, len(prompt):].tolist()
+        fill = GenerationConfig.from_repo(_folder(name)).pad_id or GenerationConfig.from_repo(_folder(name)).eos_ids[0]
+        mine = ours.sequences[2 * i:2 * i + 2]
+        assert [s + [fill] * (len(theirs[0]) - len(s)) for s in mine] == theirs
+
+
+@pytest.mark.parametrize("name,file", [("llama", "model.onnx"), ("gpt2-merged", "decoder_model_merged.onnx")])
+def test_seeded_sampling_is_reproducible_across_batches(name, file):
+    prompts = _prompts(2)
+    options = dict(do_sample=True, temperature=0.9, top_k=40, top_p=0.95, max_new_tokens=24, seed=1234)
+    batch = _run(name, file, "mlx", prompts, **options).sequences
+    assert batch == _run(name, file, "mlx", prompts, **options).sequences
+    assert [_run(name, file, "mlx", [p], **options).sequences[0] for p in prompts] == batch
+    assert _run(name, file, "mlx", prompts[:1], **{**options, "seed": 99}).sequences[0] != batch[0]
+    copies = _run(name, file, "mlx", prompts[:2], **{**options, "num_return_sequences": 3}).sequences
+    assert len(copies) == 6 and len({tuple(s) for s in copies[:3]}) > 1
+
+
+def test_cache_layout_from_graph():
+    layout = CacheLayout.of(_model("llama", "model.onnx", "mlx"))
+    assert layout.names[:2] == ("past_key_values.0.key", "past_key_values.0.value")
+    assert (layout.heads, layout.head_dim, layout.position_ids, layout.use_cache_branch) == (2, 16, True, False)
+    merged = CacheLayout.of(_model("gpt2-merged", "decoder_model_merged.onnx", "mlx"))
+    assert (merged.position_ids, merged.use_cache_branch) == (False, True)
+
+
+class _Toy:
+    """A decoder whose next token is the last one plus one (mod 10)."""
+
+    B = get_backend("numpy")
+
+    def prefill(self, prompts):
+        self.last = [p[-1] for p in prompts]
+        return self._logits()
+
+    def step(self, tokens):
+        self.last = list(tokens)
+        return self._logits()
+
+    def reorder(self, rows):
+        self.last = [self.last[r] for r in rows]
+
+    def _logits(self):
+        return np.eye(10, dtype=np.float32)[[(t + 1) % 10 for t in self.last]]
+
+
+def test_stop_conditions_per_row():
+    config = GenerationConfig(max_new_tokens=6, eos_token_id=[9], pad_token_id=0, stop_strings=["cd"])
+    out = generate(_Toy(), [[0], [6], [8], [3, 4]], config, decode=lambda ids: "".join("abcdefghij"[i] for i in ids))
+    assert out.sequences == [[1, 2, 3], [7, 8, 9], [9], [5, 6, 7, 8, 9]]
+    assert out.stopped_by == ["stop_string", "eos", "eos", "eos"]
+    assert generate(_Toy(), [[0]], config.update(max_length=4, max_new_tokens=None, stop_strings=None)).sequences == [[1, 2, 3]]
+    with pytest.raises(ValueError, match="decode"):
+        generate(_Toy(), [[0]], config)
+
+
+def test_processors_apply_in_the_loop():
+    config = GenerationConfig(max_new_tokens=5, eos_token_id=[9], min_new_tokens=5, pad_token_id=0)
+    assert generate(_Toy(), [[6]], config).sequences == [[7, 8, 0, 1, 2]]  # eos banned: the argmax moves on

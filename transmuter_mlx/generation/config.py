@@ -1,0 +1,175 @@
+"""``GenerationConfig``: the settings of ``generate``, named and defaulted as in transformers.
+
+>>> from transmuter_mlx.generation.config import GenerationConfig
+>>> config = GenerationConfig(eos_token_id=[2, 7]).update(max_new_tokens=8, num_beams=3)
+>>> config.max_new_tokens, config.num_beams, config.eos_ids, config.mode
+(8, 3, [2, 7], 'beam')
+>>> config.lengths(prompt_length=5)
+(13, 0)
+
+``GenerationConfig.from_repo(repo)`` reads ``generation_config.json`` as
+``GenerationConfig.from_pretrained`` does; a repository without one (or with one that
+transformers wrote from the model config, ``"_from_model_config": true``) gets the generation keys
+of ``config.json``, as ``GenerationConfig.from_model_config`` takes them: every field below that
+config.json holds with a value other than null, then, for fields still at their default, the
+value in the decoder's config (``decoder``, ``generator`` or ``text_config``; a flat encoder-decoder
+config is its own, so a null there resets a default, as in transformers).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["GenerationConfig"]
+
+
+@dataclass(frozen=True)
+class GenerationConfig:
+    """The options of a generation run; the fields and defaults are those of transformers 4.57.
+
+    ``seed`` is ours: the seed of the per-row sampling keys (None: a fresh random seed).
+    ``stop_strings`` stops a row when its decoded new text contains one of them.
+    """
+
+    max_new_tokens: int | None = None
+    max_length: int = 20
+    min_length: int = 0
+    min_new_tokens: int | None = None
+    do_sample: bool = False
+    temperature: float = 1.0
+    top_k: int | None = 50
+    top_p: float | None = 1.0
+    min_p: float | None = None
+    repetition_penalty: float = 1.0
+    no_repeat_ngram_size: int = 0
+    num_beams: int = 1
+    length_penalty: float = 1.0
+    early_stopping: bool | str = False
+    num_return_sequences: int = 1
+    eos_token_id: int | list[int] | None = None
+    pad_token_id: int | None = None
+    bos_token_id: int | None = None
+    decoder_start_token_id: int | None = None
+    forced_bos_token_id: int | None = None
+    forced_eos_token_id: int | list[int] | None = None
+    seed: int | None = None
+    stop_strings: list[str] | None = field(default=None)
+
+    def __post_init__(self) -> None:
+        if self.early_stopping not in (True, False, "never"):
+            raise ValueError(f"early_stopping must be True, False or 'never', not {self.early_stopping!r}")
+        if self.num_beams < 1:
+            raise ValueError(f"num_beams must be at least 1, not {self.num_beams}")
+        if self.mode == "beam" and self.num_return_sequences > self.num_beams:
+            raise ValueError(
+                f"num_return_sequences ({self.num_return_sequences}) must be at most num_beams ({self.num_beams})")
+        if self.mode == "greedy" and self.num_return_sequences > 1:
+            raise ValueError("greedy selection returns one sequence: num_return_sequences > 1 needs "
+                             "do_sample=True or num_beams > 1")
+        if self.do_sample and self.temperature is not None and self.temperature <= 0:
+            raise ValueError(f"temperature must be > 0 with do_sample=True, not {self.temperature}")
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def fields(cls) -> tuple[str, ...]:
+        """The option names, in declaration order."""
+        return tuple(f.name for f in dataclasses.fields(cls))
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> GenerationConfig:
+        """A config from the known keys of ``values`` (other keys are ignored, as transformers keeps them
+        as unused attributes)."""
+        names = set(cls.fields())
+        return cls(**{k: _plain(v) for k, v in values.items() if k in names})
+
+    @classmethod
+    def from_repo(cls, repo: Any) -> GenerationConfig:
+        """The configuration of a repository (a ``hub.Repo``, repo id or folder), see the module docstring."""
+        from ..hub import Repo, open_repo
+
+        repo = repo if isinstance(repo, Repo) else open_repo(str(repo) if isinstance(repo, Path) else repo)
+        generation = repo.read_json("generation_config.json")
+        if generation is not None and not generation.get("_from_model_config", False):
+            return cls.from_dict(generation)
+        return cls.from_model_config(repo.read_json("config.json") or {})
+
+    @classmethod
+    def from_model_config(cls, config: dict[str, Any]) -> GenerationConfig:
+        """``GenerationConfig.from_model_config`` on the dict of a config.json."""
+        result = cls.from_dict({k: v for k, v in config.items() if v is not None})
+        decoder = config.get("decoder") or config.get("generator") or config.get("text_config")
+        if decoder is None and config.get("is_encoder_decoder"):
+            decoder = config  # a flat encoder-decoder config is its own decoder config, nulls included
+        if isinstance(decoder, dict):
+            default = cls()
+            unset = {k: decoder[k] for k in cls.fields()
+                     if k in decoder and getattr(result, k) == getattr(default, k)}
+            result = dataclasses.replace(result, **{k: _plain(v) for k, v in unset.items()})
+        return result
+
+    def update(self, **options: Any) -> GenerationConfig:
+        """A copy with ``options`` set (they win over the values here); an unknown option is a TypeError."""
+        unknown = [k for k in options if k not in self.fields()]
+        if unknown:
+            raise TypeError(f"unknown generation option(s) {unknown}; valid: {', '.join(self.fields())}")
+        return dataclasses.replace(self, **{k: _plain(v) for k, v in options.items()})
+
+    # ------------------------------------------------------------------ derived values
+    @property
+    def mode(self) -> str:
+        """``"beam"`` (num_beams > 1), ``"sample"`` or ``"greedy"``."""
+        return "beam" if self.num_beams > 1 else "sample" if self.do_sample else "greedy"
+
+    @property
+    def eos_ids(self) -> list[int]:
+        """``eos_token_id`` as a list (empty when unset)."""
+        return _ids(self.eos_token_id)
+
+    @property
+    def forced_eos_ids(self) -> list[int]:
+        """``forced_eos_token_id`` as a list (empty when unset)."""
+        return _ids(self.forced_eos_token_id)
+
+    @property
+    def pad_id(self) -> int | None:
+        """The padding token: ``pad_token_id``, else the first eos token (transformers does the same)."""
+        return self.pad_token_id if self.pad_token_id is not None else (self.eos_ids or [None])[0]
+
+    @property
+    def start_id(self) -> int | None:
+        """The first decoder token of an encoder-decoder: ``decoder_start_token_id``, else ``bos_token_id``."""
+        return self.decoder_start_token_id if self.decoder_start_token_id is not None else self.bos_token_id
+
+    def lengths(self, prompt_length: int, max_position_embeddings: int | None = None) -> tuple[int, int]:
+        """``(max_length, min_length)`` of a row whose prompt (decoder input) has ``prompt_length`` tokens.
+
+        As ``_prepare_generated_length``: ``max_new_tokens`` wins over ``max_length``; the default
+        ``max_length`` of 20 means 20 new tokens (capped by ``max_position_embeddings``); ``min_new_tokens``
+        wins over ``min_length``. Both lengths count the prompt.
+        """
+        if self.max_new_tokens is not None:
+            max_length = self.max_new_tokens + prompt_length
+        elif self.max_length == 20:
+            max_length = 20 + prompt_length
+            if max_position_embeddings is not None:
+                max_length = min(max_length, max_position_embeddings)
+        else:
+            max_length = self.max_length
+        min_length = self.min_length
+        if self.min_new_tokens is not None:
+            min_length = self.min_new_tokens + prompt_length
+        return max_length, min_length
+
+
+def _ids(value: int | list[int] | None) -> list[int]:
+    if value is None:
+        return []
+    return [int(value)] if isinstance(value, int) else [int(v) for v in value]
+
+
+def _plain(value: Any) -> Any:
+    """Lists stay lists (json), tuples become lists so configs compare equal."""
+    return list(value) if isinstance(value, tuple) else value

@@ -1,0 +1,180 @@
+"""The decoding loop: greedy selection, seeded sampling or beam search over a ``DecoderSession``.
+
+>>> import numpy as np
+>>> from converters.backends import get_backend
+>>> from transmuter_mlx.generation.config import GenerationConfig
+>>> from transmuter_mlx.generation.loop import generate
+>>> class Counting:  # a toy decoder: the next token is the last one plus one
+...     B = get_backend("numpy")
+...     def prefill(self, prompts):
+...         self.last = [p[-1] for p in prompts]
+...         return self.logits()
+...     def step(self, tokens):
+...         self.last = list(tokens)
+...         return self.logits()
+...     def reorder(self, rows):
+...         self.last = [self.last[r] for r in rows]
+...     def logits(self):
+...         return np.eye(10, dtype=np.float32)[[(t + 1) % 10 for t in self.last]]
+>>> out = generate(Counting(), [[1, 2], [6]], GenerationConfig(max_new_tokens=5, eos_token_id=9))
+>>> out.sequences
+[[3, 4, 5, 6, 7], [7, 8, 9]]
+>>> out.token_summaries
+[{'input': 2, 'output': 5, 'padding': 0}, {'input': 1, 'output': 3, 'padding': 0}]
+
+A session holds the model and its KV cache; the loop holds the tokens. Each row counts its own
+prompt, its own length limits and its own stop: an input gives the same tokens alone or in a batch.
+Rows are the inputs (greedy), ``num_return_sequences`` copies of each input (sampling), or
+``num_beams`` beams of each input (beam search).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from .beam import BeamSearch
+from .config import GenerationConfig
+from .processors import Rows, apply, build_processors
+from .sampling import RowKeys, greedy
+
+__all__ = ["DecoderSession", "Generated", "generate"]
+
+
+class DecoderSession(Protocol):
+    """A decoder with its KV cache. ``B`` is the backend of the logits it returns.
+
+    ``prefill(prompts)`` runs the prompts (one token list per row, without padding: the session pads
+    as its cache needs) and returns the logits of each row's last position, (rows, vocab).
+    ``step(tokens)`` runs one token per row and returns (rows, vocab) logits.
+    ``reorder(rows)`` makes row r continue from old row ``rows[r]`` (beam search).
+    ``padding`` (optional) is the number of padding positions of each row after ``prefill``.
+    """
+
+    B: Any
+
+    def prefill(self, prompts: Sequence[Sequence[int]]) -> Any: ...
+    def step(self, tokens: np.ndarray) -> Any: ...
+    def reorder(self, rows: np.ndarray) -> None: ...
+
+
+@dataclass
+class Generated:
+    """The new tokens of each returned sequence (input i's are ``sequences[i * n: (i + 1) * n]`` for
+    n = ``num_return_sequences``), beam scores (beam search), and a token summary per input."""
+
+    sequences: list[list[int]]
+    token_summaries: list[dict[str, int]]
+    scores: list[float] | None = None
+    stopped_by: list[str] = field(default_factory=list)
+
+
+def generate(
+    session: DecoderSession,
+    prompts: Sequence[Sequence[int]],
+    config: GenerationConfig,
+    *,
+    decode: Callable[[list[int]], str] | None = None,
+    max_position_embeddings: int | None = None,
+    on_step: Callable[[list[list[int]]], None] | None = None,
+) -> Generated:
+    """Run ``config`` (its ``mode``) over ``prompts`` (decoder inputs, one per input).
+
+    ``decode(tokens) -> str`` is needed for ``stop_strings``. ``on_step(new_tokens)`` is called after
+    each step with every row's new tokens so far (greedy and sampling; for streaming).
+    """
+    prompts = [[int(t) for t in p] for p in prompts]
+    if config.stop_strings and decode is None:
+        raise ValueError("stop_strings need a decode function (the tokenizer's decode)")
+    if config.mode == "beam":
+        return _beam(session, prompts, config, decode, max_position_embeddings)
+    copies = config.num_return_sequences if config.mode == "sample" else 1
+    rows = [p for p in prompts for _ in range(copies)]
+    bounds = [config.lengths(len(p), max_position_embeddings) for p in rows]
+    info = Rows([list(p) for p in rows], [len(p) for p in rows], [b[0] for b in bounds], [b[1] for b in bounds])
+    chain = build_processors(config)
+    keys = None
+    if config.mode == "sample":
+        keys = RowKeys([config.seed] * len(rows), [(j, copies) for _ in prompts for j in range(copies)])
+    pad = config.pad_id if config.pad_id is not None else 0
+    live = [len(p) < m for p, (m, _) in zip(rows, bounds)]
+    stopped_by = ["length" if not ok else "" for ok in live]
+    B = session.B
+    logits = session.prefill(rows)
+    while any(live):
+        scores = apply(chain, B, B.astype(logits, np.float32), info)
+        tokens = keys.sample(B, scores) if keys is not None else greedy(B, scores)
+        for r, token in enumerate(tokens.tolist()):
+            if not live[r]:
+                tokens[r] = pad
+                continue
+            info.tokens[r].append(token)
+            why = _stop(info.tokens[r][len(rows[r]):], token, len(info.tokens[r]), info.max_lengths[r], config, decode)
+            if why:
+                live[r], stopped_by[r] = False, why
+        if on_step is not None:
+            on_step([t[len(p):] for t, p in zip(info.tokens, rows)])
+        if any(live):
+            logits = session.step(tokens)
+    sequences = [t[len(p):] for t, p in zip(info.tokens, rows)]
+    padding = list(getattr(session, "padding", None) or [0] * len(rows))
+    summaries = [{"input": len(p), "output": sum(len(s) for s in sequences[i * copies:(i + 1) * copies]),
+                  "padding": int(sum(padding[i * copies:(i + 1) * copies]))} for i, p in enumerate(prompts)]
+    return Generated(sequences, summaries, None, stopped_by)
+
+
+def _stop(new: list[int], token: int, length: int, max_length: int, config: GenerationConfig,
+          decode: Callable[[list[int]], str] | None) -> str:
+    """Why a row stops after ``token`` ("eos", "length", "stop_string"), or "" when it goes on."""
+    if token in config.eos_ids:
+        return "eos"
+    if length >= max_length:
+        return "length"
+    if config.stop_strings and decode is not None:
+        text = decode(new)
+        if any(s in text for s in config.stop_strings):
+            return "stop_string"
+    return ""
+
+
+def _log_softmax(B: Any, x: Any) -> Any:
+    """``(x - max) - log(sum(exp(x - max)))``, in the order of torch's log_softmax."""
+    shifted = B.subtract(x, B.max(x, -1, True))
+    return B.subtract(shifted, B.log(B.sum(B.exp(shifted), -1, True)))
+
+
+def _beam(session: DecoderSession, prompts: list[list[int]], config: GenerationConfig,
+          decode: Callable[[list[int]], str] | None, max_position_embeddings: int | None) -> Generated:
+    n = config.num_beams
+    bounds = [config.lengths(len(p), max_position_embeddings) for p in prompts]
+    stop = None
+    if config.stop_strings:
+        def stop(i: int, new: list[int]) -> bool:
+            return any(s in decode(new) for s in config.stop_strings)
+    search = BeamSearch([len(p) for p in prompts], [b[0] for b in bounds], n, config.eos_ids,
+                        config.length_penalty, config.early_stopping, config.num_return_sequences,
+                        config.pad_id, stop)
+    chain = build_processors(config)
+    rows = [p for p in prompts for _ in range(n)]
+    info = Rows([list(p) for p in rows], [len(p) for p in rows], [bounds[r // n][0] for r in range(len(rows))],
+                [bounds[r // n][1] for r in range(len(rows))])
+    B = session.B
+    logits = session.prefill(rows)
+    while not search.done:
+        info.tokens = [p + new for p, new in zip(rows, search.new_tokens())]
+        log_probs = apply(chain, B, _log_softmax(B, B.astype(logits, np.float32)), info)
+        tokens, sources = search.step(np.asarray(B.to_numpy(log_probs), np.float32))
+        if search.done:
+            break
+        session.reorder(sources)
+        logits = session.step(tokens)
+    results = search.results()
+    sequences = [seq for per_input in results for seq, _ in per_input]
+    scores = [score for per_input in results for _, score in per_input]
+    padding = list(getattr(session, "padding", None) or [0] * len(rows))
+    summaries = [{"input": len(p), "output": sum(len(s) for s, _ in results[i]),
+                  "padding": int(padding[i * n])} for i, p in enumerate(prompts)]
+    return Generated(sequences, summaries, scores, [])
