@@ -8,6 +8,7 @@ from typing import Any
 import mlx.core as mx
 import numpy as np
 
+from . import mlx_fastmath as fastmath
 from .base import BINARY, REDUCE, UNARY
 
 _TO_MX = {
@@ -28,6 +29,10 @@ except ImportError:  # pragma: no cover - ml_dtypes is a dependency
 _TO_NP = {v: k for k, v in _TO_MX.items()}
 _NATIVE = {n: n for n in UNARY + BINARY + REDUCE} | {"bitwise_not": "bitwise_invert"}
 _NATIVE.pop("fmod")
+# on the CPU device these come from mlx_fastmath (the wheel's own are scalar libm-bound loops)
+_FAST = ("exp", "erf", "tanh", "sigmoid")
+for _name in _FAST:
+    _NATIVE.pop(_name)
 
 
 class MlxBackend:
@@ -107,9 +112,13 @@ class MlxBackend:
         return mx.cumprod(x, axis=axis).astype(x.dtype)
 
     def logsumexp(self, x: mx.array, axis: Any, keepdims: bool) -> mx.array:
+        if fastmath.applies(x):
+            return fastmath.logsumexp(x, axis, keepdims)
         return mx.logsumexp(x, axis=axis, keepdims=keepdims)
 
     def softmax(self, x: mx.array, axis: int) -> mx.array:
+        if fastmath.applies(x):
+            return fastmath.softmax(x, axis)
         return mx.softmax(x, axis=axis, precise=True)
 
     def argsort(self, x: mx.array, axis: int) -> mx.array:
@@ -253,6 +262,11 @@ def _fmod_float(a: mx.array, b: mx.array) -> mx.array:
     return mx.where((r != 0) & ((r < 0) != (a < 0)), r - b, r)
 
 
+def _bind_fast(name: str) -> None:
+    fast, native = getattr(fastmath, name), getattr(mx, name)
+    setattr(MlxBackend, name, lambda self, x: fast(x) if fastmath.applies(x) else native(x))
+
+
 def _bind(name: str, fn_name: str) -> None:
     fn = getattr(mx, fn_name)
     if name in REDUCE:
@@ -264,3 +278,5 @@ def _bind(name: str, fn_name: str) -> None:
 _BF16 = np.dtype(ml_dtypes.bfloat16)
 for _name, _fn in _NATIVE.items():
     _bind(_name, _fn)
+for _name in _FAST:
+    _bind_fast(_name)
