@@ -316,14 +316,22 @@ class Executable:
     says why not, when a node needs device values on the host.
     """
 
-    def __init__(self, program: Program, backend: Backend, feeds: Mapping[str, Any], compile: bool = True):
+    def __init__(
+        self,
+        program: Program,
+        backend: Backend,
+        feeds: Mapping[str, Any],
+        compile: bool = True,
+        constant_feeds: frozenset[str] = frozenset(),
+    ):
         self.program = program
         self.backend = backend
         self.eager_reason: str | None = None
         trace: list[tuple[Step, list[Any]]] = []
         interp = Interpreter(program, backend, sync=False, trace=trace)
-        # a feed the device cannot hold (strings) changes per call: it must not be baked into a replay
-        held = [n for n, v in feeds.items() if is_host(v) and _has_data(v)]
+        # a host feed (strings) changes per call: it must not be baked into a replay, unless its
+        # value is part of the signature (``constant_feeds``: flags such as use_cache_branch)
+        held = [n for n, v in feeds.items() if is_host(v) and _has_data(v) and n not in constant_feeds]
         try:
             if held:
                 raise SyncNeeded(f"input(s) {held} have no device type and are read on the host")
@@ -344,8 +352,8 @@ class Executable:
     def _build_replay(self, trace: list[tuple[Step, list[Any]]], feeds: Mapping[str, Any]) -> None:
         """Keep the steps that produced a device value; bake in the host values they read."""
         B = self.backend
-        self.feed_names = [n for n in self.program.input_names if n in feeds]
-        device = set(n for n in self.feed_names if not is_host(feeds[n]))
+        self.feed_names = [n for n in self.program.input_names if n in feeds and not is_host(feeds[n])]
+        device = set(self.feed_names)
         self.steps: list[tuple[Step, list[tuple[str, Any]]]] = []
         host_values: dict[str, Any] = {}
         constant = set(self.program.initializers)  # values that no input influences

@@ -20,6 +20,7 @@ from .ops.registry import normalize_domain
 from .values import is_host, np_dtype
 
 Source = str | os.PathLike | bytes | onnx.ModelProto
+_CHECKER_NOT_OURS = ("2GB", "No Op registered for", "is not a registered function/op")
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,8 @@ class Model:
         key = tuple((n, _signature(a, self.backend)) for n, a in arrays.items())
         exe = self._executables.get(key)
         if exe is None:
-            exe = Executable(self.program, self.backend, arrays, self.compile)
+            flags = frozenset(n for n, a in arrays.items() if _is_flag(a))
+            exe = Executable(self.program, self.backend, arrays, self.compile, flags)
             self._executables[key] = exe
         out = exe(arrays)
         return {n: self._to_backend(v) for n, v in out.items()}
@@ -111,6 +113,10 @@ class Model:
             for got, dim in zip(shape, info.shape):
                 if isinstance(dim, int) and dim != got:
                     raise InputError(f"{self.name}: input {name!r} has shape {list(shape)}, expected {_shape_str(info)}")
+        if dtype == np.bool_ and int(np.prod(shape)) <= 1:
+            # a flag (use_cache_branch): kept on the host and specialised on, so that the If it
+            # drives is folded and the graph still compiles (one signature per value)
+            return B.to_numpy(value) if B.is_array(value) else value
         if not B.is_array(value) and B.supports_dtype(dtype):
             value = B.asarray(value)
         return value
@@ -158,7 +164,9 @@ def read_model(source: Source) -> tuple[onnx.ModelProto, str]:
     try:
         onnx.checker.check_model(proto)
     except onnx.checker.ValidationError as e:
-        if "2GB" not in str(e):
+        # ops outside onnx's schemas (onnxruntime's SimplifiedLayerNormalization in the default
+        # domain, as model-builder exports have it) are ours to resolve: the registry reports them
+        if not any(m in str(e) for m in _CHECKER_NOT_OURS):
             raise ModelLoadError(f"{path}: the ONNX checker rejects the model: {e}") from e
     return proto, str(path)
 
@@ -216,7 +224,13 @@ def _signature(a: Any, B: Backend) -> Any:
         return None
     if B.is_array(a):
         return (tuple(B.shape(a)), str(B.dtype(a)))
+    if _is_flag(a):
+        return (tuple(np.shape(a)), "bool", "flag", bool(np.asarray(a).any()))
     return (tuple(np.shape(a)), str(np.asarray(a).dtype), "host")
+
+
+def _is_flag(a: Any) -> bool:
+    return isinstance(a, np.ndarray | np.generic) and a.dtype == np.bool_ and a.size <= 1
 
 
 def _shape_str(info: TensorInfo) -> str:

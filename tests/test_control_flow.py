@@ -8,7 +8,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
 
-from converters.model import load
+from transmuter_mlx.converters.model import load
 
 BACKENDS = ["mlx", "torch"]
 F = TensorProto.FLOAT
@@ -53,7 +53,8 @@ def _branches():
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_if_on_a_computed_condition_runs_eagerly(backend):
+def test_if_on_a_flag_input_compiles_once_per_value(backend):
+    """A scalar bool feed (use_cache_branch) is part of the signature, so its If is folded."""
     then, other = _branches()
     model = _model(
         [helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other)],
@@ -63,9 +64,31 @@ def test_if_on_a_computed_condition_runs_eagerly(backend):
         ],
         [helper.make_tensor_value_info("y", F, [3])],
     )
-    x = np.array([1.0, 2.0, 3.0], np.float32)
-    for cond in (True, False):
-        ours = _check(model, backend, {"x": x, "c": np.array(cond)})
+    ours = load(model, backend=backend)
+    for x in (np.array([1.0, 2.0, 3.0], np.float32), np.array([-1.0, 0.5, 4.0], np.float32)):
+        for cond in (True, False):
+            want = x + x if cond else x * x
+            got = ours.backend.to_numpy(ours({"x": x, "c": np.array(cond)})["y"])
+            np.testing.assert_allclose(got, want, rtol=1e-6)
+    assert list(ours.signatures().values()) == [True, True]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_if_on_a_computed_condition_runs_eagerly(backend):
+    then, other = _branches()
+    zero = helper.make_tensor("zero", F, [], [0.0])
+    model = _model(
+        [
+            helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0),
+            helper.make_node("Greater", ["s", "zero"], ["c"]),
+            helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other),
+        ],
+        [helper.make_tensor_value_info("x", F, [3])],
+        [helper.make_tensor_value_info("y", F, [3])],
+        initializers=[zero],
+    )
+    for x in (np.array([1.0, 2.0, 3.0], np.float32), np.array([-1.0, -2.0, 0.5], np.float32)):
+        ours = _check(model, backend, {"x": x})
         assert list(ours.signatures().values()) == [False]
 
 

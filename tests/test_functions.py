@@ -8,10 +8,10 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
 
-from converters.errors import UnsupportedOpError
-from converters.functions import expand_functions
-from converters.model import load
-from converters.ops import registry
+from transmuter_mlx.converters.errors import UnsupportedOpError
+from transmuter_mlx.converters.functions import expand_functions
+from transmuter_mlx.converters.model import load
+from transmuter_mlx.converters.ops import registry
 
 F = TensorProto.FLOAT
 

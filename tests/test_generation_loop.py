@@ -1,7 +1,8 @@
 """The decoding loop on the ONNX generation fixtures (mlx and torch) against transformers' ``generate``
 on the fixtures' PyTorch weights: greedy 64 new tokens token for token, alone and in a batch of prompts
 of different lengths; beam search through the cache reorder; seeded sampling reproducible across runs
-and batch sizes; stop conditions on a toy session.
+and batch sizes; stop conditions on a toy session. The models run compiled (``mx.compile`` on mlx):
+the fixed-buffer sessions compile one signature per prompt chunk length, and each step reuses one.
 """
 
 from __future__ import annotations
@@ -11,10 +12,16 @@ import functools
 import numpy as np
 import pytest
 
-from converters.backends import get_backend
+from transmuter_mlx.converters.backends import get_backend
 from transmuter_mlx.generation.config import GenerationConfig
 from transmuter_mlx.generation.loop import generate
-from transmuter_mlx.generation.sessions import CacheLayout, open_session
+from transmuter_mlx.generation.sessions import (
+    BufferSession,
+    CacheLayout,
+    GrowSession,
+    chunk_sizes,
+    open_session,
+)
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -39,9 +46,13 @@ def _reference(name: str):
 
 @functools.cache
 def _model(name: str, file: str, backend: str):
+    return _load(name, file, backend)
+
+
+def _load(name: str, file: str, backend: str = "mlx"):
     import transmuter_mlx as tm
 
-    return tm.load(str(_folder(name) / "onnx" / file), backend=backend, compile=False)
+    return tm.load(str(_folder(name) / "onnx" / file), backend=backend)
 
 
 def _prompts(seed: int = 0, lengths=PROMPT_LENGTHS) -> list[list[int]]:
@@ -50,10 +61,15 @@ def _prompts(seed: int = 0, lengths=PROMPT_LENGTHS) -> list[list[int]]:
 
 
 def _theirs(name: str, prompt: list[int], **options) -> list[int]:
+    return list(_generated(name, tuple(prompt), tuple(sorted(options.items()))))
+
+
+@functools.cache
+def _generated(name: str, prompt: tuple[int, ...], options: tuple) -> tuple[int, ...]:
     with torch.no_grad():
         out = _reference(name).generate(torch.tensor([prompt]), attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
-                                        **options)
-    return out[0, len(prompt):].tolist()
+                                        **dict(options))
+    return tuple(out[0, len(prompt):].tolist())
 
 
 def _run(name: str, file: str, backend: str, prompts, **options):
@@ -108,8 +124,53 @@ def test_cache_layout_from_graph():
     layout = CacheLayout.of(_model("llama", "model.onnx", "mlx"))
     assert layout.names[:2] == ("past_key_values.0.key", "past_key_values.0.value")
     assert (layout.heads, layout.head_dim, layout.position_ids, layout.use_cache_branch) == (2, 16, True, False)
+    assert layout.mode == "buffer" and isinstance(open_session(_model("llama", "model.onnx", "mlx")), BufferSession)
     merged = CacheLayout.of(_model("gpt2-merged", "decoder_model_merged.onnx", "mlx"))
-    assert (merged.position_ids, merged.use_cache_branch) == (False, True)
+    assert (merged.position_ids, merged.use_cache_branch, merged.mode) == (False, True, "grow")
+    assert isinstance(open_session(_model("gpt2-merged", "decoder_model_merged.onnx", "mlx")), GrowSession)
+
+
+def test_chunk_sizes():
+    assert [chunk_sizes(n) for n in (1, 2, 3, 9, 16)] == [[1], [2], [2, 1], [8, 1], [16]]
+    assert chunk_sizes(1300) == [512, 512, 256, 16, 4]
+    assert chunk_sizes(13, 4) == [4, 4, 4, 1]
+
+
+@pytest.mark.parametrize("name,file", [("llama", "model.onnx"), ("gpt2", "model.onnx"),
+                                       ("gpt2-merged", "decoder_model_merged.onnx")])
+def test_prompt_chunks_change_nothing(name, file):
+    """A 45-token prompt in chunks of 32+8+4+1 or of at most 4 gives the logits of one piece (and the
+    tokens of transformers)."""
+    prompt = _prompts(3, (45,))
+    model = _model(name, file, "mlx")
+    B = model.backend
+    logits = []
+    for max_chunk in (64, 4):
+        session = open_session(model, 0)
+        session.max_chunk = max_chunk
+        logits.append(np.asarray(B.to_numpy(session.prefill(prompt))))
+    np.testing.assert_allclose(logits[1], logits[0], atol=1e-4, rtol=1e-4)
+    assert _run(name, file, "mlx", prompt, max_new_tokens=16).sequences[0] == _theirs(
+        name, prompt[0], max_new_tokens=16, do_sample=False)
+
+
+def test_fixed_buffer_compiles_one_shape_per_chunk_length():
+    """64 new tokens after prompts of 5, 9, 3, 9 tokens: chunks of 8 and 1, one signature each, both
+    compiled; a second batch of the same width reuses them; the buffer grows past its reserve."""
+    model = _load("llama", "model.onnx")
+    config = GenerationConfig.from_repo(_folder("llama")).update(max_new_tokens=64, min_new_tokens=64)
+    generate(open_session(model, config.pad_id), _prompts(), config)
+    assert len(model.signatures()) == 2 and all(model.signatures().values())
+    generate(open_session(model, config.pad_id), _prompts(5), config)
+    assert len(model.signatures()) == 2
+    session = open_session(model, config.pad_id)  # no reserve: capacity 8, doubled twice
+    B, tokens = model.backend, []
+    logits = session.prefill(_prompts()[:1])
+    for _ in range(20):
+        tokens.append(int(B.to_numpy(B.argmax(logits, -1, False))[0]))
+        logits = session.step(np.asarray(tokens[-1:]))
+    assert session.mask.shape[1] == 32
+    assert tokens == generate(open_session(model, config.pad_id), _prompts()[:1], config).sequences[0][:20]
 
 
 class _Toy:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from converters.backends import get_backend
+from transmuter_mlx.converters.backends import get_backend
 from transmuter_mlx.generation import processors as P
 from transmuter_mlx.generation.beam import BeamSearch
 from transmuter_mlx.generation.config import GenerationConfig

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from converters.backends import get_backend
-from converters.ops.linalg import gemm_7, matmul_1
-from converters.ops.reduce import _reduce, topk_11
+from transmuter_mlx.converters.backends import get_backend
+from transmuter_mlx.converters.ops.linalg import gemm_7, matmul_1
+from transmuter_mlx.converters.ops.reduce import _reduce, topk_11
 
 DEVICES = ["mlx", "torch"]
 

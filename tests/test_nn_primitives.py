@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from converters.backends.mlx import MlxBackend
-from converters.backends.numpy import NumpyBackend
-from converters.backends.torch import TorchBackend
+from transmuter_mlx.converters.backends.mlx import MlxBackend
+from transmuter_mlx.converters.backends.numpy import NumpyBackend
+from transmuter_mlx.converters.backends.torch import TorchBackend
 
 BACKENDS = [MlxBackend(), TorchBackend("cpu")]
 HOST = NumpyBackend()

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper
 
-from converters.model import load
+from transmuter_mlx.converters.model import load
 
 
 def _run(node, inputs, feeds, backend, opset=17):

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper
 
-from converters.backends import get_backend
-from converters.model import load
+from transmuter_mlx.converters.backends import get_backend
+from transmuter_mlx.converters.model import load
 
 BACKENDS = ["numpy", "mlx", "torch"]
 

@@ -8,7 +8,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
-from converters.model import load
+from transmuter_mlx.converters.model import load
 
 BACKENDS = ["mlx", "torch"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from converters.backends import get_backend
+from transmuter_mlx.converters.backends import get_backend
 
 DEVICES = ["mlx", "torch"]
 REDUCTIONS = ["none", "add", "mul", "max", "min"]

@@ -52,6 +52,7 @@ class DecoderSession(Protocol):
     ``step(tokens)`` runs one token per row and returns (rows, vocab) logits.
     ``reorder(rows)`` makes row r continue from old row ``rows[r]`` (beam search).
     ``padding`` (optional) is the number of padding positions of each row after ``prefill``.
+    ``reserve(steps)`` (optional) is called before ``prefill`` with the most new tokens a row may get.
     """
 
     B: Any
@@ -103,6 +104,7 @@ def generate(
     live = [len(p) < m for p, (m, _) in zip(rows, bounds)]
     stopped_by = ["length" if not ok else "" for ok in live]
     B = session.B
+    _reserve(session, [m - len(p) for p, (m, _) in zip(rows, bounds)])
     logits = session.prefill(rows)
     while any(live):
         scores = apply(chain, B, B.astype(logits, np.float32), info)
@@ -124,6 +126,13 @@ def generate(
     summaries = [{"input": len(p), "output": sum(len(s) for s in sequences[i * copies:(i + 1) * copies]),
                   "padding": int(sum(padding[i * copies:(i + 1) * copies]))} for i, p in enumerate(prompts)]
     return Generated(sequences, summaries, None, stopped_by)
+
+
+def _reserve(session: DecoderSession, steps: list[int]) -> None:
+    """Tell a session with a fixed-size cache (``reserve``) how many new tokens to make room for."""
+    reserve = getattr(session, "reserve", None)
+    if reserve is not None and steps:
+        reserve(max(steps))
 
 
 def _stop(new: list[int], token: int, length: int, max_length: int, config: GenerationConfig,
@@ -162,6 +171,7 @@ def _beam(session: DecoderSession, prompts: list[list[int]], config: GenerationC
     info = Rows([list(p) for p in rows], [len(p) for p in rows], [bounds[r // n][0] for r in range(len(rows))],
                 [bounds[r // n][1] for r in range(len(rows))])
     B = session.B
+    _reserve(session, [m - len(p) for p, (m, _) in zip(prompts, bounds)])
     logits = session.prefill(rows)
     while not search.done:
         info.tokens = [p + new for p, new in zip(rows, search.new_tokens())]

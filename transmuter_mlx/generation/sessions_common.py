@@ -1,0 +1,148 @@
+"""What the decoder sessions share: the cache layout read from the graph, prompt chunks, positions.
+
+>>> chunk_sizes(9), chunk_sizes(1200)
+([8, 1], [512, 512, 128, 32, 16])
+>>> capacity(9, 64)
+128
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["MAX_CHUNK", "CacheLayout", "capacity", "chunk_sizes", "last_logits", "positions"]
+
+_PAST = re.compile(r"^past_key_values\.(\d+)\.(key|value)$")
+MAX_CHUNK = 512  # the longest prompt piece run at once
+
+
+@dataclass(frozen=True)
+class CacheLayout:
+    """The cache inputs of a decoder graph: their names (in layer order), (heads, head_dim, dtype), and
+    the mode of the cache the graph implies (``"gqa"``, ``"buffer"`` or ``"grow"``, see ``sessions``)."""
+
+    names: tuple[str, ...]
+    heads: int
+    head_dim: int
+    dtype: np.dtype
+    position_ids: bool
+    use_cache_branch: bool
+    mode: str = "grow"
+
+    @classmethod
+    def of(cls, model: Any) -> CacheLayout:
+        """The layout of a loaded ``Model`` (its ``inputs`` and, for GroupQueryAttention, its nodes).
+
+        A symbolic head size (onnxruntime-genai exports) comes from ``config.json`` or
+        ``genai_config.json`` beside the file (or one folder up), else from the rotary cos cache.
+        """
+        past = sorted(((int(m[1]), m[2], i) for i in model.inputs if (m := _PAST.match(i.name))),
+                      key=lambda x: (x[0], x[1] != "key"))
+        if not past:
+            raise ValueError(f"{model.name}: no past_key_values.N.key/value inputs; not a decoder with a KV cache")
+        info = past[0][2]
+        heads, head_dim = info.shape[1], info.shape[3]
+        gqa = _gqa_nodes(model)
+        if not isinstance(heads, int) and gqa:
+            heads = int(gqa[0].attrs["kv_num_heads"])
+        if not isinstance(head_dim, int):
+            head_dim = _config_head_dim(model.name) or _rotary_head_dim(model, gqa)
+        if not isinstance(heads, int) or not isinstance(head_dim, int):
+            raise ValueError(f"{model.name}: cache input {info.name} has symbolic heads or head size {info.shape}")
+        names = {i.name for i in model.inputs}
+        position_ids, branch = "position_ids" in names, "use_cache_branch" in names
+        if gqa and all(_counts_mask_values(model, step) for step in gqa):
+            mode = "gqa"
+        elif position_ids and not gqa:
+            mode = "buffer"
+        else:
+            mode = "grow"
+        return cls(tuple(i.name for _, _, i in past), heads, head_dim, np.dtype(info.dtype or np.float32),
+                   position_ids, branch, mode)
+
+
+def _gqa_nodes(model: Any) -> list[Any]:
+    program = getattr(model, "program", None)
+    return [s for s in getattr(program, "steps", ()) if s.spec.op_type == "GroupQueryAttention"]
+
+
+def _counts_mask_values(model: Any, gqa: Any) -> bool:
+    """Whether a GroupQueryAttention's ``seqlens_k`` is a ReduceSum of the attention mask's values
+    (the model builder's ``sum(mask) - 1``), not its width (Gemma 3 style)."""
+    if len(gqa.inputs) < 6 or not gqa.inputs[5]:
+        return False
+    producer = {o: s for s in model.program.steps for o in s.outputs if o}
+    todo, seen = [gqa.inputs[5]], set()
+    while todo:
+        name = todo.pop()
+        step = producer.get(name)
+        if step is None or name in seen:
+            continue
+        seen.add(name)
+        if step.spec.op_type == "ReduceSum" and step.inputs[0] == "attention_mask":
+            return True
+        if step.spec.op_type in ("Shape", "Size"):
+            continue
+        todo.extend(n for n in step.inputs if n)
+    return False
+
+
+def _config_head_dim(path: str) -> int | None:
+    folder = Path(path).parent
+    for where in (folder, folder.parent):
+        genai = where / "genai_config.json"
+        if genai.is_file():
+            size = json.loads(genai.read_text()).get("model", {}).get("decoder", {}).get("head_size")
+            if size:
+                return int(size)
+        config = where / "config.json"
+        if config.is_file():
+            c = json.loads(config.read_text())
+            if c.get("head_dim"):
+                return int(c["head_dim"])
+            if c.get("hidden_size") and c.get("num_attention_heads"):
+                return int(c["hidden_size"]) // int(c["num_attention_heads"])
+    return None
+
+
+def _rotary_head_dim(model: Any, gqa: list[Any]) -> int | None:
+    """Twice the width of GroupQueryAttention's cos cache (rotary over the whole head)."""
+    for step in gqa:
+        if len(step.inputs) > 7 and step.inputs[7] in model.program.initializers:
+            return 2 * int(np.shape(model.program.initializers[step.inputs[7]])[-1])
+    return None
+
+
+def chunk_sizes(length: int, max_chunk: int = MAX_CHUNK) -> list[int]:
+    """Power-of-two pieces of a prompt of ``length`` (largest first, at most ``max_chunk``)."""
+    sizes = []
+    while length > 0:
+        size = min(max_chunk, 1 << (length.bit_length() - 1))
+        sizes.append(size)
+        length -= size
+    return sizes
+
+
+def capacity(width: int, steps: int) -> int:
+    """The power of two that holds ``width`` prompt positions and ``steps`` more (at least one more)."""
+    need = width + max(steps, 1)
+    return 1 << (need - 1).bit_length()
+
+
+def positions(mask: np.ndarray) -> np.ndarray:
+    """``cumsum(mask) - 1`` with 1 at padding, as transformers' ``prepare_inputs_for_generation``."""
+    pos = np.cumsum(mask, -1) - 1
+    return np.where(mask == 0, 1, pos).astype(np.int64)
+
+
+def last_logits(B: Any, logits: Any, index: int = -1) -> Any:
+    """(rows, vocab): the logits at one position of (rows, length, vocab)."""
+    rows, length, vocab = B.shape(logits)
+    i = index % length
+    return B.reshape(B.slice(logits, [0, i, 0], [rows, i + 1, vocab], [1, 1, 1]), (rows, vocab))
