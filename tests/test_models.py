@@ -2,8 +2,8 @@
 
 fp32 ``model.onnx`` agrees within 1e-4 (absolute, ``last_hidden_state``); the q8
 (``model_quantized.onnx``: DynamicQuantizeLinear, MatMulInteger) and q4 (``model_q4.onnx``:
-MatMulNBits) variants agree with onnxruntime on the same files within 1e-3 (q8: or twice
-onnxruntime's own spread between its fused and unfused graphs, see ``tolerance``).
+MatMulNBits) variants agree with onnxruntime on the same files within 1e-3 (q8: within 1e-2
+at most and 1e-4 at the median, see ``tolerance``).
 """
 
 from __future__ import annotations
@@ -49,19 +49,19 @@ def onnxruntime_outputs(path, feeds: dict[str, np.ndarray], optimize: bool = Tru
     return dict(zip(names, session.run(None, {k: v for k, v in feeds.items() if k in wanted})))
 
 
-def tolerance(path, feeds: dict[str, np.ndarray], variant: str) -> float:
-    """The variant's atol; for q8, at least twice onnxruntime's own spread on these feeds.
+def tolerance(variant: str) -> tuple[float, float]:
+    """``(max, median)`` absolute tolerances of a variant against onnxruntime on the same file.
 
-    DynamicQuantizeLinear turns ulp-level float differences (an Erf, a matmul's summation order)
-    into whole quantization steps, which then grow through the layers: onnxruntime's fused
-    kernels and its unoptimized graph differ by up to ~5e-3 on the 6-layer model themselves.
+    q8 (DynamicQuantizeLinear -> MatMulInteger) turns ulp-level float differences (an Erf, a
+    matmul's summation order) into whole quantization steps that then spread through the layers:
+    onnxruntime's own fused and unfused graphs differ by up to 5.4e-3 (median 3.6e-4) on the
+    second feeds of the MiniLM-shape model, and one rounding flip moves outputs by up to ~9e-3.
+    So q8 is held to 1e-2 at most and 1e-3 at the median; a systematic error (a wrong scale or
+    zero point) moves outputs by tenths.
     """
-    atol = VARIANTS[variant]
     if variant == "model_quantized.onnx":
-        fused = onnxruntime_outputs(path, feeds)["last_hidden_state"]
-        plain = onnxruntime_outputs(path, feeds, optimize=False)["last_hidden_state"]
-        atol = max(atol, 2 * float(np.max(np.abs(fused - plain))))
-    return atol
+        return 1e-2, 1e-3
+    return VARIANTS[variant], VARIANTS[variant]
 
 
 def _check(spec: BertSpec, variant: str, backend: str, batch: int, seq: int) -> None:
@@ -75,10 +75,11 @@ def _check(spec: BertSpec, variant: str, backend: str, batch: int, seq: int) -> 
             model.backend.to_numpy(model({k: v for k, v in feeds.items() if k in names})["last_hidden_state"])
         )
         assert got.shape == want.shape and got.dtype == np.float32
-        atol = tolerance(path, feeds, variant)
+        atol, median = tolerance(variant)
         np.testing.assert_allclose(
             got, want, rtol=0, atol=atol, err_msg=f"{spec.name} {variant} on {backend}"
         )
+        assert float(np.median(np.abs(got - want))) <= median, f"{spec.name} {variant} on {backend}"
     assert len(model.signatures()) == 2
 
 

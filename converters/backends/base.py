@@ -41,6 +41,7 @@ class Backend(Protocol):
 
     name: str
     is_host: bool
+    traces: bool  # ``compile`` traces the function (mx.compile), rather than returning it
 
     # -- arrays and dtypes --------------------------------------------------------------
     def asarray(self, x: Any, dtype: np.dtype | None = None) -> Array: ...

@@ -40,6 +40,7 @@ class MlxBackend:
 
     name = "mlx"
     is_host = False
+    traces = True  # whether ``compile`` traces (so a replay differs from a plain walk)
 
     def compile(self, fn: Any) -> Any:
         return mx.compile(fn)

@@ -22,6 +22,7 @@ class NumpyBackend:
 
     name = "numpy"
     is_host = True
+    traces = False  # whether ``compile`` traces (so a replay differs from a plain walk)
 
     def compile(self, fn: Any) -> Any:
         return fn

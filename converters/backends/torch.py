@@ -44,6 +44,7 @@ class TorchBackend:
 
     name = "torch"
     is_host = False
+    traces = False  # whether ``compile`` traces (so a replay differs from a plain walk)
 
     def __init__(self, device: str | None = None) -> None:
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
