@@ -24,6 +24,7 @@ batch.
 from __future__ import annotations
 
 import asyncio
+import queue
 import threading
 import time
 from collections import deque
@@ -64,6 +65,8 @@ class _Request:
     options: Mapping[str, Any]
     future: Future
     arrived: float
+    sink: Callable[[Any], None] | None = None  # a streamed call: where its text chunks go
+    streamed: bool = False  # whether a chunk went out (such a call is not retried alone)
 
 
 class Serving:
@@ -145,10 +148,36 @@ class Serving:
         return results if batched else results[0]
 
     def _stream(self, inputs: Any, options: Mapping[str, Any]) -> Iterator[Any]:
-        raise NotImplementedError(
-            f"Serving: streaming is not implemented for {_name(self.pipe)}; "
-            "call run(x) without stream=True for the whole result"
-        )
+        """The text chunks of one input, for a pipeline with ``stream_many`` (text generation).
+
+        Streamed calls with the same options share a decoding loop; ``stream_done=True`` ends the
+        iterator with ``("done", {"token_summary": ...})``. An error comes out of the iterator.
+        """
+        if not callable(getattr(self.pipe, "stream_many", None)):
+            raise NotImplementedError(
+                f"Serving: streaming is not implemented for {_name(self.pipe)}; "
+                "call run(x) without stream=True for the whole result"
+            )
+        items, batched = as_list(inputs, self._single_types)
+        if batched or len(items) != 1:
+            raise ValueError("Serving: stream=True takes one input, not a list")
+        options = dict(options)
+        done = bool(options.pop("stream_done", False))
+        chunks: queue.Queue = queue.Queue()
+        request = _Request(items[0], {**options, "stream": True}, Future(), time.monotonic())
+
+        def sink(chunk: Any) -> None:
+            request.streamed = True
+            chunks.put(chunk)
+
+        request.sink = sink
+        request.future.add_done_callback(lambda _: chunks.put(None))
+        with self._cond:
+            if self._closed:
+                raise ServingClosedError(f"Serving({_name(self.pipe)}) is closed")
+            self._queue.append(request)
+            self._cond.notify_all()
+        return _chunks(chunks, request.future, done)
 
     def _submit(self, inputs: Any, options: Mapping[str, Any]) -> tuple[list[Future], bool]:
         items, batched = as_list(inputs, self._single_types)
@@ -247,6 +276,9 @@ class Serving:
                     self._fail(batch[0], error)
                     return
                 for request in batch:  # attribute the error: each input alone
+                    if request.streamed:  # its chunks are out: a second run would repeat them
+                        self._fail(request, error)
+                        continue
                     self._count(retries=1)
                     try:
                         (result,) = self._call([request])
@@ -269,7 +301,11 @@ class Serving:
             self._stats = replace(s, **{k: getattr(s, k) + n for k, n in counts.items()})
 
     def _call(self, batch: list[_Request]) -> list[Any]:
-        results = self.pipe([r.item for r in batch], **batch[0].options)
+        if batch[0].sink is not None:
+            sinks = [r.sink for r in batch]
+            results = self.pipe.stream_many([r.item for r in batch], sinks, **batch[0].options)
+        else:
+            results = self.pipe([r.item for r in batch], **batch[0].options)
         if not isinstance(results, list) or len(results) != len(batch):
             got = f"{len(results)} results" if isinstance(results, list) else type(results).__name__
             raise RuntimeError(f"Serving: {_name(self.pipe)} gave {got} for a list of {len(batch)} inputs")
@@ -278,6 +314,14 @@ class Serving:
     def _fail(self, request: _Request, error: BaseException) -> None:
         self._count(errors=1)
         request.future.set_exception(error)
+
+
+def _chunks(chunks: queue.Queue, future: Future, done: bool) -> Iterator[Any]:
+    while (chunk := chunks.get()) is not None:
+        yield chunk
+    result = future.result()
+    if done:
+        yield ("done", {"token_summary": result["results"][0]["token_summary"]})
 
 
 def _name(pipe: Any) -> str:

@@ -24,13 +24,17 @@ from .pipelines.text import (
     TokenClassification,
     ZeroShotClassification,
 )
+from .pipelines.text_generation import TextGeneration
+from .pipelines.text_to_text import TextToText
 
 __all__ = [
     "fill_mask",
+    "generation",
     "question_answering",
     "text_classification",
     "text_embedding",
     "text_ranking",
+    "text_to_text",
     "token_classification",
     "zero_shot_classification",
 ]
@@ -73,3 +77,13 @@ def fill_mask(model: Any = None, /, **options: Any) -> FillMask:
 def question_answering(model: Any = None, /, **options: Any) -> QuestionAnswering:
     """``question_answering(repo)({"question": q, "context": c})`` -> ``{"results": [...]}``."""
     return pipeline("question-answering", model, **options)
+
+
+def text_to_text(model: Any = None, /, **options: Any) -> TextToText:
+    """``text_to_text("Xenova/opus-mt-en-de")("The house is wonderful.")`` -> ``{"results": [{"text", ...}]}``."""
+    return pipeline("text2text-generation", model, **options)
+
+
+def generation(model: Any = None, /, **options: Any) -> TextGeneration:
+    """``generation(repo, max_new_tokens=32)({"messages": [...]})`` -> ``{"results": [{"text", ...}]}``."""
+    return pipeline("text-generation", model, **options)

@@ -55,6 +55,8 @@ class GenerationConfig:
     decoder_start_token_id: int | None = None
     forced_bos_token_id: int | None = None
     forced_eos_token_id: int | list[int] | None = None
+    bad_words_ids: list[list[int]] | None = None
+    renormalize_logits: bool = False
     seed: int | None = None
     stop_strings: list[str] | None = field(default=None)
 
@@ -171,5 +173,5 @@ def _ids(value: int | list[int] | None) -> list[int]:
 
 
 def _plain(value: Any) -> Any:
-    """Lists stay lists (json), tuples become lists so configs compare equal."""
-    return list(value) if isinstance(value, tuple) else value
+    """Lists stay lists (json), tuples become lists so configs compare equal (nested ones too)."""
+    return [_plain(v) for v in value] if isinstance(value, tuple | list) else value

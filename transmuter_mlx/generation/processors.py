@@ -26,7 +26,8 @@ from typing import Any, Protocol
 import numpy as np
 
 __all__ = [
-    "ForcedBOS", "ForcedEOS", "MinLength", "MinNewTokens", "MinP", "NoRepeatNGram", "Processor",
+    "ForcedBOS", "ForcedEOS", "LogitNormalization", "MinLength", "MinNewTokens", "MinP", "NoBadWords",
+    "NoRepeatNGram", "Processor",
     "RepetitionPenalty", "Rows", "Temperature", "TopK", "TopP", "apply", "build_processors",
 ]  # fmt: skip
 
@@ -99,6 +100,32 @@ class NoRepeatNGram:
         for r, tokens in enumerate(rows.tokens):
             mask[r, self.banned(tokens)] = True
         return _fill(B, scores, mask)
+
+
+@dataclass(frozen=True)
+class NoBadWords:
+    """``NoBadWordsLogitsProcessor``: the last token of a bad sequence gets -inf when the row ends with
+    the rest of it (a one-token sequence always); sequences that are a single eos token are kept out."""
+
+    bad_words_ids: tuple[tuple[int, ...], ...]
+
+    def __call__(self, B: Any, scores: Any, rows: Rows) -> Any:
+        mask = np.zeros(B.shape(scores), bool)
+        for r, tokens in enumerate(rows.tokens):
+            for word in self.bad_words_ids:
+                head = list(word[:-1])
+                if not head or (len(tokens) >= len(head) and list(tokens[len(tokens) - len(head):]) == head):
+                    mask[r, word[-1]] = True
+        return _fill(B, scores, mask)
+
+
+@dataclass(frozen=True)
+class LogitNormalization:
+    """``LogitNormalization`` (``renormalize_logits``): a log-softmax after all other processors."""
+
+    def __call__(self, B: Any, scores: Any, rows: Rows) -> Any:
+        shifted = B.subtract(scores, B.max(scores, -1, True))
+        return B.subtract(shifted, B.log(B.sum(B.exp(shifted), -1, True)))
 
 
 @dataclass(frozen=True)
@@ -231,6 +258,10 @@ def build_processors(config: Any) -> list[Processor]:
         out.append(RepetitionPenalty(float(config.repetition_penalty)))
     if config.no_repeat_ngram_size:
         out.append(NoRepeatNGram(int(config.no_repeat_ngram_size)))
+    bad = tuple(tuple(int(t) for t in w) for w in getattr(config, "bad_words_ids", None) or () if list(w) not in
+                [[e] for e in eos])
+    if bad:
+        out.append(NoBadWords(bad))
     if eos and (config.min_length > 0 or (config.min_new_tokens or 0) > 0):
         out.append(MinLength(eos))  # min_new_tokens also sets min_length (``_prepare_generated_length``)
     if eos and (config.min_new_tokens or 0) > 0:
@@ -249,6 +280,8 @@ def build_processors(config: Any) -> list[Processor]:
             out.append(TopP(float(config.top_p), keep))
         if config.min_p is not None:
             out.append(MinP(float(config.min_p), keep))
+    if getattr(config, "renormalize_logits", False):
+        out.append(LogitNormalization())
     return out
 
 

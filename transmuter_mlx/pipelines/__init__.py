@@ -25,6 +25,8 @@ from .text import (
     TokenClassification,
     ZeroShotClassification,
 )
+from .text_generation import TextGeneration
+from .text_to_text import Summarization, TextToText, Translation
 
 __all__ = ["ALIASES", "TASKS", "Pipeline", "Task", "UnknownTaskError", "pipeline", "resolve_task"]
 
@@ -51,6 +53,10 @@ TASKS: MappingProxyType[str, Task] = MappingProxyType(
         "token-classification": Task(TokenClassification, "text", "Xenova/bert-base-NER"),
         "fill-mask": Task(FillMask, "text", "Xenova/bert-base-uncased"),
         "question-answering": Task(QuestionAnswering, "text", "Xenova/distilbert-base-cased-distilled-squad"),
+        "text-generation": Task(TextGeneration, "text", "onnx-community/Qwen3-0.6B-ONNX"),
+        "text2text-generation": Task(TextToText, "text", "Xenova/flan-t5-small"),
+        "translation": Task(Translation, "text", "Xenova/t5-small"),
+        "summarization": Task(Summarization, "text", "Xenova/distilbart-cnn-6-6"),
     }
 )
 
@@ -70,6 +76,8 @@ ALIASES: MappingProxyType[str, str] = MappingProxyType(
         "token_classification": "token-classification",
         "fill_mask": "fill-mask",
         "question_answering": "question-answering",
+        "text_to_text": "text2text-generation",
+        "generation": "text-generation",
     }
 )
 

@@ -1,0 +1,245 @@
+"""generation: a decoder-only model (GPT-2, Llama, Qwen, ...) continuing a text or a chat.
+
+>>> import transmuter_mlx as tm
+>>> chat = tm.text.generation("onnx-community/Qwen3-0.6B-ONNX", max_new_tokens=64,
+...                           template_options={"enable_thinking": False})   # doctest: +SKIP
+>>> chat({"messages": [{"role": "user", "content": "Write a haiku about MLX."}]})  # doctest: +SKIP
+{'results': [{'text': '...', 'token_summary': {'input': 18, 'output': 21, 'padding': 0}}]}
+>>> "".join(chat("Once upon a time", stream=True))                          # doctest: +SKIP
+' there was a ...'
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+from ..chat_template import ChatTemplate, ChatTemplateError
+from ..converters.model import load
+from ..generation.config import GenerationConfig
+from ..generation.loop import generate
+from ..generation.sessions import open_session
+from ..generation.streaming import TextStream
+from ..tokenizer import Tokenizer
+from .base import Pipeline
+from .options import chunks
+
+__all__ = ["TextGeneration"]
+
+GENERATION_OPTIONS = GenerationConfig.fields()
+TASK_OPTIONS = MappingProxyType(
+    {"template_options": None, "stream": False, "stream_done": False, "return_full_text": False})
+MODEL_STEMS = ("model", "decoder_model_merged")  # the transformers.js names of a decoder with a KV cache
+
+
+@dataclass
+class Prompt:
+    """One input, ready to generate: its token ids, its seed and the text they came from."""
+
+    ids: list[int]
+    seed: int | None
+    text: str
+
+
+class TextGeneration(Pipeline):
+    """Text or ``{"messages": [...]}`` in, ``{"results": [{"text", "token_summary"}, ...]}`` out.
+
+    >>> import transmuter_mlx as tm
+    >>> gen = tm.text.generation("Xenova/gpt2", max_new_tokens=8)               # doctest: +SKIP
+    >>> gen(["Hello, my name is", {"text": "The sky", "seed": 3}], do_sample=True)  # doctest: +SKIP
+
+    A str goes to the tokenizer with its special tokens (as transformers' pipeline); messages go
+    through the repository's chat template with ``add_generation_prompt`` (unless the last message
+    is the assistant's: it is continued) and ``template_options``, and are tokenized without special
+    tokens. ``text`` is the new text only (``return_full_text=True`` puts the prompt in front). The
+    settings of generation_config.json apply and every :class:`GenerationConfig` field overrides them.
+    ``stream=True`` (one input) returns an iterator of text chunks; ``stream_done=True`` ends it with
+    ``("done", {"token_summary": ...})``. ``compile={"batch_size": n}`` decodes up to n inputs in one loop.
+    """
+
+    task = "text-generation"
+    defaults = MappingProxyType({**{n: None for n in GENERATION_OPTIONS}, **TASK_OPTIONS})
+    single_types = (str, dict)
+
+    def __init__(self, source: Any = None, /, **options: Any) -> None:
+        super().__init__(source, **options)
+        o = self.options
+        self.tokenizer: Tokenizer = o.tokenizer or Tokenizer.from_repo(self.repo)
+        self.generation = GenerationConfig.from_repo(self.repo)
+        self.model = o.model if o.model is not None else self._load_model()
+        config = self.repo.config
+        self.max_positions = config.get("max_position_embeddings") or config.get("n_positions")
+        self.context = self.tokenizer.model_max_length
+        self._chat: ChatTemplate | None = None
+        self.generation_for(dict(o.extra))  # options given at build time fail here, not at the first call
+
+    def _load_model(self) -> Any:
+        o, repo = self.options, self.repo
+        stem = next((s for s in MODEL_STEMS if repo.onnx_variants(s)), MODEL_STEMS[0])
+        path = repo.onnx_path(stem, variant=o.variant, task_default="q4")
+        return load(path, backend=o.backend, dtype=o.dtype, device=o.device)
+
+    # ------------------------------------------------------------------ options and inputs
+    def generation_for(self, options: Mapping[str, Any]) -> GenerationConfig:
+        """The GenerationConfig of a call: generation_config.json, then the options given."""
+        config = self.generation.update(**{k: v for k, v in options.items()
+                                           if k in GENERATION_OPTIONS and v is not None})
+        if config.max_new_tokens is not None and config.max_new_tokens <= 0:
+            raise ValueError(f"{self.task}: max_new_tokens must be greater than 0, got {config.max_new_tokens}")
+        if options.get("stream") and config.mode == "beam":
+            raise ValueError(f"{self.task}: beam search (num_beams={config.num_beams}) does not stream: a later "
+                             "step can change the earlier tokens of the best beam; drop stream=True or num_beams")
+        if options.get("stream") and config.num_return_sequences > 1:
+            raise ValueError(f"{self.task}: stream=True streams one sequence; num_return_sequences must be 1")
+        return config
+
+    def prompt(self, index: int, item: Any, options: Mapping[str, Any], config: GenerationConfig) -> Prompt:
+        """The token ids of one input (no truncation: a prompt longer than the context is an error)."""
+        seed, chat = None, None
+        if isinstance(item, Mapping):
+            unknown = set(item) - {"text", "messages", "seed"}
+            if unknown or ("text" in item) == ("messages" in item):
+                raise TypeError(f"{self.task}: input {index}: a dict input has 'text' or 'messages' (and "
+                                f"optionally 'seed'), got keys {sorted(item)}")
+            seed, chat, item = item.get("seed"), item.get("messages"), item.get("text")
+        if chat is not None:
+            text = self.render_chat(index, chat, options.get("template_options") or {})
+        elif isinstance(item, str):
+            text = item
+        else:
+            raise TypeError(f"{self.task}: input {index}: expected a str, {{'text': ...}} or "
+                            f"{{'messages': [...]}}, got {type(item).__name__}")
+        encoded = self.tokenizer.encode([text], truncation=False, add_special_tokens=chat is None)
+        ids = [int(t) for t in encoded.input_ids[0][encoded.attention_mask[0] == 1]]
+        if not ids:  # transformers generates from bos_token_id when the prompt is empty
+            if config.bos_token_id is None:
+                raise ValueError(f"{self.task}: input {index} is empty and {self.repo.name} has no bos_token_id "
+                                 "to start from")
+            ids = [config.bos_token_id]
+        if self.context and len(ids) > self.context:
+            raise ValueError(f"{self.task}: input {index} has {len(ids)} tokens, more than the {self.context} "
+                             f"tokens of the model's context; shorten the prompt (it is not truncated)")
+        return Prompt(ids, seed, text)
+
+    def render_chat(self, index: int, messages: Sequence[Mapping[str, Any]], template_options: Mapping) -> str:
+        """The prompt text of a chat, rendered by the repository's chat template."""
+        if self._chat is None:
+            files = [n for n in ("chat_template.jinja", "tokenizer_config.json", "chat_template.json",
+                                 "special_tokens_map.json") if self.repo.exists(n)]
+            try:
+                if not files:
+                    raise ChatTemplateError("no tokenizer_config.json, chat_template.jinja or chat_template.json")
+                self._chat = ChatTemplate.from_folder(self.repo.path(files[0]).parent)
+            except ChatTemplateError as error:
+                raise ChatTemplateError(f"{self.task}: {self.repo.name} has no chat template, so it takes text, "
+                                 f"not messages ({error})") from error
+        if not isinstance(messages, Sequence) or not messages:
+            raise TypeError(f"{self.task}: input {index}: messages must be a non-empty list of dicts")
+        last = messages[-1].get("role") if isinstance(messages[-1], Mapping) else None
+        try:
+            return self._chat.render(messages, add_generation_prompt=last != "assistant",
+                                     continue_final_message=last == "assistant", **template_options)
+        except ChatTemplateError as error:
+            raise ChatTemplateError(f"{self.task}: input {index}: {error}") from error
+
+    # ------------------------------------------------------------------ run
+    def __call__(self, inputs: Any, **options: Any) -> Any:
+        if _is_chat(inputs):  # transformers' spelling: a list of messages is one chat
+            inputs = {"messages": inputs}
+        opts = self.call_options(options)
+        if not opts.get("stream"):
+            return super().__call__(inputs, **options)
+        if isinstance(inputs, list | tuple):
+            raise ValueError(f"{self.task}: stream=True takes one input, not a list")
+        return self.stream(inputs, opts)
+
+    def run(self, items: list[Any], options: dict[str, Any]) -> list[dict[str, Any]]:
+        return self.stream_many(items, [None] * len(items), **options)
+
+    def stream_many(self, items: Sequence[Any], sinks: Sequence[Callable[[str], None] | None],
+                    **options: Any) -> list[dict[str, Any]]:
+        """Generate for ``items`` (in batches of ``compile.batch_size``); each text chunk of input i goes
+        to ``sinks[i]`` as it is ready (None: no streaming). Returns the results. Serving uses this."""
+        opts = self.call_options(options)
+        config = self.generation_for(opts)
+        prompts = [self.prompt(i, x, opts, config) for i, x in enumerate(items)]
+        by_seed: dict[Any, list[int]] = {}
+        for i, p in enumerate(prompts):  # rows of one loop share a seed
+            by_seed.setdefault(p.seed if p.seed is not None else config.seed, []).append(i)
+        results: list[dict[str, Any]] = [{} for _ in items]
+        for seed, indices in by_seed.items():
+            for chunk in chunks(indices, self.options.compile.batch_size):
+                outs = self._generate([prompts[i] for i in chunk], config.update(seed=seed),
+                                      [sinks[i] for i in chunk])
+                for i, out in zip(chunk, outs):
+                    results[i] = self._result(prompts[i], out, opts)
+        return results
+
+    def _generate(self, prompts: list[Prompt], config: GenerationConfig,
+                  sinks: list[Callable[[str], None] | None]) -> list[tuple[list[list[int]], dict]]:
+        """One decoding loop; a partial batch is filled with copies of its first prompt."""
+        rows = [p.ids for p in prompts]
+        rows += [rows[0]] * (self.options.compile.batch_size - len(rows))
+        streams = [TextStream(self.decode, skip_prompt=False) if s else None for s in sinks]
+        pushed = [0] * len(sinks)
+
+        def on_step(new: list[list[int]]) -> None:
+            for i, (stream, sink) in enumerate(zip(streams, sinks)):
+                for token in new[i][pushed[i]:]:
+                    for chunk in stream.push([token]):
+                        sink(chunk)
+                pushed[i] = len(new[i])
+
+        session = open_session(self.model, config.pad_id if config.pad_id is not None else 0)
+        out = generate(session, rows, config, decode=self.decode, max_position_embeddings=self.max_positions,
+                       on_step=on_step if any(sinks) else None)
+        for stream, sink in zip(streams, sinks):
+            for chunk in stream.end() if stream else []:
+                sink(chunk)
+        k = config.num_return_sequences if config.mode != "greedy" else 1
+        return [(out.sequences[i * k:(i + 1) * k], out.token_summaries[i]) for i in range(len(prompts))]
+
+    def _result(self, prompt: Prompt, out: tuple[list[list[int]], dict], options: Mapping) -> dict[str, Any]:
+        sequences, summary = out
+        prefix = prompt.text if options.get("return_full_text") else ""
+        return {"results": [{"text": prefix + self.decode(s), "token_summary": {**summary, "output": len(s)}}
+                            for s in sequences]}
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """New tokens to text, as transformers' pipeline decodes (special tokens skipped, spaces cleaned)."""
+        return self.tokenizer.decode(ids, skip_special_tokens=True, clean_up_tokenization_spaces=True)
+
+    def stream(self, item: Any, options: Mapping[str, Any]) -> Iterator[Any]:
+        """The text chunks of one input as they are generated (a worker thread runs the loop)."""
+        opts = dict(options)
+        self.prompt(0, item, opts, self.generation_for(opts))  # bad input fails here, not in the iterator
+        chunks_: queue.Queue = queue.Queue()
+        outcome: list[Any] = []
+
+        def work() -> None:
+            try:
+                outcome.append(self.stream_many([item], [chunks_.put], **opts)[0])
+            except BaseException as error:  # handed to the consumer
+                outcome.append(error)
+            chunks_.put(None)
+
+        threading.Thread(target=work, name=f"{self.task}-stream", daemon=True).start()
+        return _drain(chunks_, outcome, bool(opts.get("stream_done")))
+
+
+def _drain(chunks_: queue.Queue, outcome: list[Any], done: bool) -> Iterator[Any]:
+    while (chunk := chunks_.get()) is not None:
+        yield chunk
+    if isinstance(outcome[0], BaseException):
+        raise outcome[0]
+    if done:
+        yield ("done", {"token_summary": outcome[0]["results"][0]["token_summary"]})
+
+
+def _is_chat(inputs: Any) -> bool:
+    return (isinstance(inputs, list) and bool(inputs)
+            and all(isinstance(m, Mapping) and "role" in m for m in inputs))

@@ -1,0 +1,212 @@
+"""text_to_text: an encoder-decoder (T5, Marian, NLLB, M2M100) generating text from text.
+
+>>> import transmuter_mlx as tm
+>>> translate = tm.text.text_to_text("Xenova/opus-mt-en-de")            # doctest: +SKIP
+>>> translate("The house is wonderful.")                                  # doctest: +SKIP
+{'results': [{'text': 'Das Haus ist wunderbar.', 'token_summary': {'input': 8, 'output': 7, 'padding': 24}}]}
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+
+from ..converters.model import load
+from ..generation.config import GenerationConfig
+from ..generation.loop import generate
+from ..generation.seq2seq import EncoderDecoderSession
+from ..tokenizer import SPECIAL_TOKENS, Tokenizer
+from .base import Pipeline, check_text
+from .options import chunks
+
+__all__ = ["Summarization", "TextToText", "Translation"]
+
+LANGUAGE_OPTIONS = ("source_language_token", "target_language_token")
+GENERATION_OPTIONS = GenerationConfig.fields()
+
+
+class TextToText(Pipeline):
+    """Text in, generated text out: ``{"results": [{"text", "token_summary"}, ...]}``.
+
+    >>> import transmuter_mlx as tm
+    >>> nllb = tm.text.text_to_text("Xenova/nllb-200-distilled-600M", source_language_token="eng_Latn",
+    ...                             target_language_token="fra_Latn")     # doctest: +SKIP
+    >>> nllb("The house is wonderful.")["results"][0]["text"]             # doctest: +SKIP
+    'La maison est merveilleuse.'
+
+    The repository needs ``onnx/encoder_model.onnx`` and ``onnx/decoder_model_merged.onnx`` (or
+    ``decoder_model.onnx`` + ``decoder_with_past_model.onnx``). The settings of generation_config.json
+    apply (Marian: 4 beams); the generation options of transformers override them (``max_new_tokens``,
+    ``num_beams``, ``do_sample``, ``seed``, ...). ``source_language_token`` replaces the language token
+    of the tokenizer.json template (transformers' ``src_lang``); ``target_language_token`` becomes
+    ``forced_bos_token_id`` (``tgt_lang``). One result per returned sequence (``num_return_sequences``);
+    ``token_summary`` counts the input tokens, the sequence's new tokens and the encoder padding.
+    """
+
+    task = "text2text-generation"
+    defaults = MappingProxyType({n: None for n in (*LANGUAGE_OPTIONS, *GENERATION_OPTIONS)})
+
+    def __init__(self, source: Any = None, /, **options: Any) -> None:
+        super().__init__(source, **options)
+        o = self.options
+        self.tokenizer: Tokenizer = o.tokenizer or Tokenizer.from_repo(self.repo)
+        self.generation = GenerationConfig.from_repo(self.repo)
+        self.session: EncoderDecoderSession = (
+            o.model if isinstance(o.model, EncoderDecoderSession) else self._load_session()
+        )
+        self.template = _language_slot(self.tokenizer)
+        self.generation_for(
+            self.options.extra
+        )  # options given at build time fail here, not at the first call
+
+    def _load_session(self) -> EncoderDecoderSession:
+        """The encoder and the merged decoder (else the first-step and with-past decoders) of the repo."""
+        o, repo = self.options, self.repo
+
+        def load_(stem: str) -> Any:
+            path = repo.onnx_path(stem, variant=o.variant)
+            return load(path, backend=o.backend, dtype=o.dtype, device=o.device)
+
+        if repo.onnx_variants("decoder_model_merged"):
+            decoders = [load_("decoder_model_merged")]
+        else:
+            decoders = [load_("decoder_model"), load_("decoder_with_past_model")]
+        return EncoderDecoderSession(load_("encoder_model"), *decoders, config=repo.config)
+
+    # ------------------------------------------------------------------ options
+    def generation_for(self, options: dict[str, Any]) -> GenerationConfig:
+        """The GenerationConfig of a call: generation_config.json, then the options given."""
+        given = {k: v for k, v in options.items() if k in GENERATION_OPTIONS and v is not None}
+        config = self.generation.update(**given)
+        if config.max_new_tokens is not None and config.max_new_tokens <= 0:
+            raise ValueError(
+                f"{self.task}: max_new_tokens must be greater than 0, got {config.max_new_tokens}"
+            )
+        if config.start_id is None:
+            raise ValueError(
+                f"{self.task}: {self.repo.name} has no decoder_start_token_id (nor bos_token_id) "
+                "in generation_config.json or config.json"
+            )
+        target = options.get("target_language_token")
+        if target is not None:
+            config = config.update(forced_bos_token_id=self.language_id(target, "target_language_token"))
+        if options.get("source_language_token") is not None:
+            self.language_id(options["source_language_token"], "source_language_token")
+        return config
+
+    def language_id(self, code: str, option: str) -> int:
+        """The id of a language token (``"fra_Latn"``, ``"__fr__"``; ``"fr"`` means ``"__fr__"``)."""
+        for token in (code, f"__{code}__"):
+            token_id = self.tokenizer.token_to_id(token) if isinstance(code, str) else None
+            if token_id is not None and token_id in self.tokenizer.added_tokens:
+                return token_id
+        example = f" (this tokenizer's template uses {self.template[1]!r})" if self.template else ""
+        raise ValueError(
+            f"{self.task}: unknown {option} {code!r}: it is not a special token of the tokenizer; "
+            f"language tokens are the added tokens of the tokenizer.json of {self.repo.name}, "
+            f"such as 'fra_Latn' (NLLB) or '__fr__' (M2M100){example}"
+        )
+
+    # ------------------------------------------------------------------ run
+    def run(self, items: list[Any], options: dict[str, Any]) -> list[dict[str, Any]]:
+        texts = [check_text(self.task, i, x) for i, x in enumerate(items)]
+        results = []
+        for sequences, summary in self.generate_ids(texts, options):
+            results.append(
+                {
+                    "results": [
+                        {
+                            "text": self.tokenizer.decode(
+                                s, skip_special_tokens=True, clean_up_tokenization_spaces=False
+                            ),
+                            "token_summary": {**summary, "output": len(s)},
+                        }
+                        for s in sequences
+                    ]
+                }
+            )
+        return results
+
+    def generate_ids(self, texts: list[str], options: dict[str, Any]) -> list[tuple[list[list[int]], dict]]:
+        """For each text: the new token ids of its returned sequences, and ``{"input", "padding"}``."""
+        config = self.generation_for({**self.options.extra, **options})
+        source = options.get("source_language_token", self.options.extra.get("source_language_token"))
+        per_input = config.num_return_sequences if config.mode != "greedy" else 1
+        out: list[tuple[list[list[int]], dict]] = []
+        for chunk in chunks(texts, self.options.compile.batch_size):
+            ids, mask, lengths = self.encode(list(chunk), source)
+            self.session.encode(ids, mask)
+            generated = generate(
+                self.session, [[config.start_id]] * len(chunk), config, decode=self.tokenizer.decode
+            )
+            for i, length in enumerate(lengths):
+                out.append(
+                    (
+                        generated.sequences[i * per_input : (i + 1) * per_input],
+                        {"input": length, "padding": int(ids.shape[1] - length)},
+                    )
+                )
+        return out
+
+    def encode(self, texts: list[str], source: str | None) -> tuple[np.ndarray, np.ndarray, list[int]]:
+        """Padded (inputs, bucket) ids and mask, and each input's length; the source language token
+        takes the place of the template's language token."""
+        c, limit = self.options.compile, self.tokenizer.model_max_length
+        buckets = list(c.lengths_for(limit))
+        enc = self.tokenizer.encode(texts, truncation=False, pad_to=buckets)
+        lengths = [int(n) for n in enc.attention_mask.sum(-1)]
+        if max(lengths) > buckets[-1]:
+            warnings.warn(
+                f"{self.task}: an input of {max(lengths)} tokens was truncated to {buckets[-1]}", stacklevel=4
+            )
+            enc = self.tokenizer.encode(texts, truncation=True, max_length=buckets[-1], pad_to=buckets)
+            lengths = [int(n) for n in enc.attention_mask.sum(-1)]
+        ids, mask = enc.input_ids.copy(), enc.attention_mask
+        if source is not None:
+            if self.template is None:
+                raise ValueError(
+                    f"{self.task}: source_language_token given, but the post-processor of the "
+                    f"tokenizer.json of {self.repo.name} has no language token to replace"
+                )
+            position, _ = self.template
+            left = self.tokenizer.padding_side == "left"
+            for r, n in enumerate(lengths):
+                start = ids.shape[1] - n if left else 0
+                ids[r, start + (position if position >= 0 else n + position)] = self.language_id(
+                    source, "source_language_token"
+                )
+        return ids, mask, lengths
+
+
+class Translation(TextToText):
+    """``translation``: :class:`TextToText` under the task name of transformers."""
+
+    task = "translation"
+
+
+class Summarization(TextToText):
+    """``summarization``: :class:`TextToText` under the task name of transformers."""
+
+    task = "summarization"
+
+
+def _language_slot(tokenizer: Tokenizer) -> tuple[int, str] | None:
+    """``(position, token)`` of the language token in the single-text template of tokenizer.json's
+    post-processor (a special token that is not bos/eos/pad/...); position counts from the start
+    when it comes before the text, from the end (negative) after it. None without one."""
+    processor = json.loads(tokenizer.backend.to_str()).get("post_processor") or {}
+    templates = [p for p in processor.get("processors", [processor]) if p.get("type") == "TemplateProcessing"]
+    if not templates:
+        return None
+    pieces = templates[0]["single"]
+    common = {getattr(tokenizer, k) for k in SPECIAL_TOKENS}
+    text = next(i for i, p in enumerate(pieces) if "Sequence" in p)
+    for i, piece in enumerate(pieces):
+        token = piece.get("SpecialToken", {}).get("id")
+        if token is not None and token not in common:
+            return (i if i < text else i - len(pieces)), token
+    return None
