@@ -15,6 +15,7 @@ from google.protobuf.message import DecodeError
 from .backends import Backend, get_backend
 from .errors import InputError, ModelLoadError
 from .functions import expand_functions
+from .fusion import fuse
 from .graph import Executable, Program
 from .ops.registry import normalize_domain
 from .values import is_host, np_dtype
@@ -50,6 +51,7 @@ class Model:
         if proto.functions:
             proto = onnx.inliner.inline_local_functions(proto)
         proto, opsets = expand_functions(proto, opsets)  # ops the spec defines as functions of others
+        proto, opsets = fuse(proto, opsets)  # exported GELU/attention chains as single fused nodes
         self.program = Program(proto.graph, opsets)
         if dtype is not None:
             _cast_float_initializers(self.program, np.dtype(dtype))

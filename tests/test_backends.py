@@ -27,6 +27,7 @@ CASES = {
     "divide": lambda B: B.divide(B.asarray(X), B.asarray(Y)),
     "exp": lambda B: B.exp(B.asarray(X)),
     "erf": lambda B: B.erf(B.asarray(X)),
+    "gelu": lambda B: B.gelu(B.asarray(X * 3)),
     "sigmoid": lambda B: B.sigmoid(B.asarray(X)),
     "where": lambda B: B.where(B.greater(B.asarray(X), B.asarray(Y)), B.asarray(X), B.asarray(Y)),
     "sum": lambda B: B.sum(B.asarray(X), (0, 2), True),

@@ -141,6 +141,10 @@ class Backend(Protocol):
         """``x / sqrt(mean(x**2, -1) + eps) * weight`` over the last axis."""
         ...
 
+    def gelu(self, x: Array) -> Array:
+        """The exact (erf) GELU ``x / 2 * (1 + erf(x / sqrt(2)))``, in ``x``'s dtype."""
+        ...
+
     # -- attention ----------------------------------------------------------------------
     def sdpa(self, q: Array, k: Array, v: Array, scale: float, mask: Array | str | None = None) -> Array:
         """``softmax(q @ k^T * scale + mask) @ v``; q (B, Hq, L, E), k (B, Hkv, S, E), v (B, Hkv, S, Ev).

@@ -31,6 +31,7 @@ _NATIVE = {n: n for n in UNARY + BINARY + REDUCE} | {"bitwise_not": "bitwise_inv
 _NATIVE.pop("fmod")
 # on the CPU device these come from mlx_fastmath (the wheel's own are scalar libm-bound loops)
 _FAST = ("exp", "erf", "tanh", "sigmoid")
+_SQRT1_2 = 0.7071067811865476
 for _name in _FAST:
     _NATIVE.pop(_name)
 
@@ -214,6 +215,11 @@ class MlxBackend:
         return sign * mx.prod(mx.diagonal(lu, axis1=-2, axis2=-1), axis=-1)
 
     def sdpa(self, q: mx.array, k: mx.array, v: mx.array, scale: float, mask: Any = None) -> mx.array:
+        additive = mask is None or isinstance(mask, mx.array) and mask.dtype == q.dtype
+        if fastmath.applies(q) and q.dtype == mx.float32 and q.shape[1] == k.shape[1] and additive:
+            # the CPU's fused kernel runs the scalar mx.softmax: composed with ours it is ~1.7x faster
+            scores = mx.matmul(q * scale, mx.swapaxes(k, -1, -2))
+            return mx.matmul(fastmath.softmax(scores if mask is None else scores + mask, -1), v)
         return mx.fast.scaled_dot_product_attention(q, k, v, scale=scale, mask=mask)
 
     def sliding_window(self, x: mx.array, window: Any, strides: Any, dilations: Any) -> mx.array:
@@ -249,6 +255,11 @@ class MlxBackend:
             kernel_dilation=list(dilations), input_dilation=list(strides), groups=groups, flip=True,
         )  # fmt: skip
         return mx.transpose(y, (0, n + 1, *range(1, n + 1)))
+
+    def gelu(self, x: mx.array) -> mx.array:
+        if fastmath.applies(x):
+            return fastmath.gelu(x)
+        return x * (1 + mx.erf(x * _SQRT1_2)) / 2
 
     def layer_norm(self, x: mx.array, weight: Any, bias: Any, eps: float) -> mx.array:
         return mx.fast.layer_norm(x, weight, bias, eps)

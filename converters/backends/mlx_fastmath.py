@@ -55,6 +55,7 @@ _ERF_Q_HI = (-1.72853470e-5, 3.83197126e-4)
 _ERF_Q_MID = (-3.88396438e-3, 2.42546219e-2)
 _ERF_Q_LO = (-1.06777877e-1, -6.34846687e-1, -1.28717512e-1)
 _ERF_HI = 4.0  # erf(4) rounds to 1 in float32
+_SQRT1_2 = 0.7071067811865476
 
 # tanh: Cephes' tanhf, an odd polynomial below 0.625 and 1 - 2 / (exp(2|x|) + 1) above
 _TANH_P = (-5.70498872745e-3, 2.06390887954e-2, -5.37397155531e-2, 1.33314422036e-1, -3.33332819422e-1)
@@ -140,6 +141,16 @@ def erf(x: mx.array) -> mx.array:
     """The error function. float32, against float64 (same sweep as ``exp``): max error 1.13 ulp
     (relative 9.3e-8, absolute 6.8e-8); ``mx.erf`` has an absolute error of 1.5e-7 and returns 0
     for |x| < 2^-126."""
+    return _erf32(x)
+
+
+@_in_float32
+def gelu(x: mx.array) -> mx.array:
+    """The exact GELU ``x / 2 * (1 + erf(x / sqrt(2)))`` with ``erf`` above, traced as one formula."""
+    return x * (_erf32(x * _SQRT1_2) + 1.0) * 0.5
+
+
+def _erf32(x: mx.array) -> mx.array:
     x = mx.clip(x, -_ERF_HI, _ERF_HI)
     s = x * x
     small = _horner(s, _ERF_P) * x + x

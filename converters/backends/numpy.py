@@ -60,6 +60,9 @@ class NumpyBackend:
     def erf(self, x: np.ndarray) -> np.ndarray:
         return _erf(x).astype(x.dtype)
 
+    def gelu(self, x: np.ndarray) -> np.ndarray:
+        return (x * (1 + _erf(x / math.sqrt(2))) / 2).astype(x.dtype)
+
     def sigmoid(self, x: np.ndarray) -> np.ndarray:
         return (1 / (1 + np.exp(-x))).astype(x.dtype)
 

@@ -269,6 +269,9 @@ class TorchBackend:
         fn = (_F.conv_transpose1d, _F.conv_transpose2d, _F.conv_transpose3d)[len(strides) - 1]
         return fn(x, w, None, tuple(strides), 0, 0, groups, tuple(dilations))
 
+    def gelu(self, x: torch.Tensor) -> torch.Tensor:
+        return _F.gelu(x, approximate="none")
+
     def layer_norm(self, x: torch.Tensor, weight: Any, bias: Any, eps: float) -> torch.Tensor:
         return _F.layer_norm(x, x.shape[-1:], weight, bias, eps)
 

@@ -103,12 +103,12 @@ def softsign_1(B: Any, x: Any) -> Any:
 @register("Gelu", 20)
 @_in_float32
 def gelu_20(B: Any, x: Any, *, approximate: str = "none") -> Any:
+    if approximate == "none":
+        return B.gelu(x)
     half_x = B.multiply(_c(B, 0.5, x), x)
     if approximate == "tanh":
         inner = B.add(x, B.multiply(_c(B, 0.044715, x), B.multiply(x, B.multiply(x, x))))
         t = B.tanh(B.multiply(_c(B, math.sqrt(2 / math.pi), x), inner))
-    elif approximate == "none":
-        t = B.erf(B.multiply(x, _c(B, 1 / math.sqrt(2), x)))
     else:
         raise ValueError(f"Gelu approximate must be 'none' or 'tanh', got {approximate!r}")
     return B.multiply(half_x, B.add(_c(B, 1, x), t))

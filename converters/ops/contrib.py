@@ -99,9 +99,9 @@ def simplified_layer_normalization_1(
 
 
 def _gelu_erf(B: Any, x: Any) -> Any:
+    """``x * 0.5 * (1 + erf(x / sqrt(2)))`` (the backend's fused kernel), in float32 for half types."""
     x, dtype = _upcast(B, x)
-    y = B.multiply(B.multiply(x, 0.5), B.add(B.erf(B.multiply(x, 1 / math.sqrt(2))), 1.0))
-    return B.astype(y, dtype)
+    return B.astype(B.gelu(x), dtype)
 
 
 def _gelu_tanh(B: Any, x: Any) -> Any:

@@ -1,0 +1,292 @@
+"""Load-time fusion: exact chains of exported ONNX nodes rewritten into single fused nodes.
+
+Exporters spell GELU and attention as chains of element-wise nodes, each one memory pass; the
+backends have one kernel for each (``B.gelu``, ``B.sdpa``). ``fuse`` finds these chains:
+
+- GELU, erf form (torch's and optimum's): ``Div(x, sqrt 2)`` or ``Mul(x, 1/sqrt 2)`` -> ``Erf`` ->
+  ``Add(1)`` -> ``Mul(x)`` -> ``Mul(0.5)`` (or ``Mul(Mul(x, 0.5), .)``), operands in either order,
+  constants equal to the named values in their own dtype -> ``com.microsoft::Gelu``.
+- Attention: ``MatMul(Q, K^T)`` (each operand optionally ``Mul``/``Div`` by a host scalar, K^T
+  optionally a ``Transpose``) -> optional ``Mul``/``Div`` of the scores by a host scalar ->
+  optional ``Add(mask)`` -> ``Softmax(axis=-1)`` -> ``MatMul(., V)`` ->
+  ``ai.transmuter::ScaledDotProductAttention`` (``converters/ops/fused.py``), which runs
+  ``B.sdpa`` when the run-time shapes make it the same computation and the chain otherwise.
+
+A chain is rewritten only when each value inside it is read by the next node of the chain and
+nothing else (no other node, subgraph or graph output). The fused node's name lists the names of
+the nodes it replaces, so errors still name them.
+
+    >>> proto, opsets = fuse(proto, {"": 18})   # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from .graph import _node_reads
+from .ops.fused import FUSED_DOMAIN
+from .ops.registry import MS_DOMAIN, normalize_domain
+
+_SHAPE_OPS = ("Shape", "Size")
+
+
+@dataclass
+class _Match:
+    removed: list[int]  # indices of the nodes the fused node replaces, the last one last
+    node: onnx.NodeProto
+
+
+class _Index:
+    """Who produces and who reads each value of a graph, and its small constants."""
+
+    def __init__(self, graph: onnx.GraphProto, opsets: dict[str, int]):
+        self.opsets = opsets
+        self.nodes = list(graph.node)
+        self.producer = {o: i for i, n in enumerate(self.nodes) for o in n.output if o}
+        self.readers: dict[str, list[int]] = collections.defaultdict(list)
+        for i, n in enumerate(self.nodes):
+            for name in _node_reads(n):
+                self.readers[name].append(i)
+        self.pinned = {o.name for o in graph.output}
+        feeds = {i.name for i in graph.input}  # an initializer that is also an input may be fed
+        self.initializers = {t.name: t for t in graph.initializer if t.name not in feeds}
+        self.feeds = feeds - set(self.initializers)
+        self._host: dict[str, bool] = {}
+
+    def node(self, name: str, *op_types: str) -> tuple[int, onnx.NodeProto] | tuple[None, None]:
+        """The default-domain node of one of ``op_types`` that produces ``name``."""
+        i = self.producer.get(name)
+        if i is None:
+            return None, None
+        n = self.nodes[i]
+        return (i, n) if n.op_type in op_types and normalize_domain(n.domain) == "" else (None, None)
+
+    def only_reader(self, name: str) -> int | None:
+        """The one node that reads ``name`` (once), when nothing else does."""
+        readers = self.readers.get(name, [])
+        return readers[0] if len(readers) == 1 and name not in self.pinned else None
+
+    def exclusive(self, name: str, reader: int) -> bool:
+        return self.only_reader(name) == reader
+
+    def const(self, name: str) -> np.ndarray | None:
+        """The value of an initializer or ``Constant`` output with at most one element."""
+        if name in self.initializers:
+            t = self.initializers[name]
+            return numpy_helper.to_array(t) if math.prod(t.dims) == 1 else None
+        i, n = self.node(name, "Constant")
+        if n is None or len(n.attribute) != 1:
+            return None
+        a = n.attribute[0]
+        if a.name == "value" and math.prod(a.t.dims) == 1:
+            return numpy_helper.to_array(a.t)
+        return np.array(a.f, np.float32) if a.name == "value_float" else None
+
+    def is_const(self, name: str, value: float) -> bool:
+        """Whether ``name`` is a one-element float constant equal to ``value`` rounded to its dtype."""
+        c = self.const(name)
+        return (
+            c is not None
+            and c.dtype.kind == "f"
+            and c.ndim <= 1
+            and c.reshape(-1)[0] == np.asarray(value, c.dtype)
+        )
+
+    def host_computable(self, name: str) -> bool:
+        """Whether ``name`` depends on the inputs only through their shapes (the planner folds it)."""
+        todo, seen = [name], set()
+        while todo:
+            n = todo.pop()
+            if n in seen or not n or n in self.initializers:
+                continue
+            seen.add(n)
+            if self._host.get(n):
+                continue
+            if n in self.feeds or self._host.get(n) is False:
+                self._host[name] = False
+                return False
+            i = self.producer.get(n)
+            if i is None:
+                continue  # an outer-scope name: left to the planner
+            node = self.nodes[i]
+            if node.op_type in _SHAPE_OPS and normalize_domain(node.domain) == "":
+                continue
+            if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute):
+                self._host[name] = False
+                return False
+            todo.extend(node.input)
+        self._host[name] = True
+        return True
+
+    def factor(self, name: str) -> bool:
+        """A scale factor: a one-element constant, or a value computed from shapes."""
+        return self.const(name) is not None or (name not in self.initializers and self.host_computable(name))
+
+
+def _names(ix: _Index, removed: list[int]) -> str:
+    return " + ".join(ix.nodes[i].name or ix.nodes[i].op_type for i in removed)
+
+
+def _other(node: onnx.NodeProto, name: str) -> str | None:
+    """The other input of a two-input node that reads ``name`` once."""
+    ins = list(node.input)
+    return ins[1 - ins.index(name)] if len(ins) == 2 and ins.count(name) == 1 else None
+
+
+def _match_gelu(ix: _Index, i: int) -> _Match | None:
+    erf = ix.nodes[i]
+    di, d = ix.node(erf.input[0], "Div", "Mul")
+    if d is None or not ix.exclusive(erf.input[0], i) or len(d.input) != 2:
+        return None
+    if d.op_type == "Div":
+        x = d.input[0] if ix.is_const(d.input[1], math.sqrt(2)) else None
+    else:
+        x = next((d.input[1 - j] for j in (0, 1) if ix.is_const(d.input[j], 1 / math.sqrt(2))), None)
+    ai = ix.only_reader(erf.output[0])
+    if x is None or ai is None:
+        return None
+    add = ix.nodes[ai]
+    if add.op_type != "Add" or not ix.is_const(_other(add, erf.output[0]) or "", 1.0):
+        return None
+    mi = ix.only_reader(add.output[0])
+    m = ix.nodes[mi] if mi is not None else None
+    if m is None or m.op_type != "Mul" or _other(m, add.output[0]) is None:
+        return None
+    other = _other(m, add.output[0])
+    if other == x:  # (x * (1 + erf)) * 0.5
+        li = ix.only_reader(m.output[0])
+        last = ix.nodes[li] if li is not None else None
+        if last is None or last.op_type != "Mul" or not ix.is_const(_other(last, m.output[0]) or "", 0.5):
+            return None
+        removed = [di, i, ai, mi, li]
+    else:  # (x * 0.5) * (1 + erf)
+        hi, h = ix.node(other, "Mul")
+        if (
+            h is None
+            or not ix.exclusive(other, mi)
+            or _other(h, x) is None
+            or not ix.is_const(_other(h, x), 0.5)
+        ):
+            return None
+        removed, last = [di, i, ai, hi, mi], m
+    if any(normalize_domain(ix.nodes[j].domain) != "" for j in removed):
+        return None
+    return _Match(
+        removed, helper.make_node("Gelu", [x], [last.output[0]], _names(ix, removed), domain=MS_DOMAIN)
+    )
+
+
+def _scaled_operand(ix: _Index, name: str, reader: int) -> tuple[str, str, int, list[int]]:
+    """``name`` as (base, factor, divide, nodes): a Mul/Div of ``base`` by a scale factor read only
+    by ``reader``, or ``name`` itself with no factor."""
+    i, n = ix.node(name, "Mul", "Div")
+    if n is None or not ix.exclusive(name, reader) or len(n.input) != 2:
+        return name, "", 0, []
+    a, b = n.input
+    if n.op_type == "Div":
+        ok = ix.factor(b) and not ix.factor(a)
+        return (a, b, 1, [i]) if ok else (name, "", 0, [])
+    for base, f in ((a, b), (b, a)):
+        if ix.factor(f) and not ix.factor(base):
+            return base, f, 0, [i]
+    return name, "", 0, []
+
+
+def _match_attention(ix: _Index, i: int) -> _Match | None:
+    softmax = ix.nodes[i]
+    axis = next((a.i for a in softmax.attribute if a.name == "axis"), -1 if ix.opsets.get("", 1) >= 13 else 1)
+    oi = ix.only_reader(softmax.output[0])
+    out = ix.nodes[oi] if oi is not None else None
+    if axis != -1 or out is None or out.op_type != "MatMul" or list(out.input).index(softmax.output[0]) != 0:
+        return None
+    scores, reader, mask, removed = softmax.input[0], i, "", [i, oi]
+    ai, add = ix.node(scores, "Add")
+    if add is not None and ix.exclusive(scores, i):
+        for j in (0, 1):  # the mask is the operand that is not the scores chain
+            base, _, _, nodes = _scaled_operand(ix, add.input[j], ai)
+            if ix.node(base, "MatMul")[1] is not None and (nodes or ix.exclusive(base, ai)):
+                scores, reader, mask = add.input[j], ai, add.input[1 - j]
+                removed.append(ai)
+                break
+        else:
+            return None
+    base, score_factor, score_div, nodes = _scaled_operand(ix, scores, reader)
+    mi, mm = ix.node(base, "MatMul")
+    if mm is None or not ix.exclusive(base, nodes[0] if nodes else reader) or len(set(mm.input)) != 2:
+        return None
+    removed += nodes + [mi]
+    query, query_factor, query_div, nodes = _scaled_operand(ix, mm.input[0], mi)
+    removed += nodes
+    kt, key_factor, key_div, nodes = _scaled_operand(ix, mm.input[1], mi)
+    removed += nodes
+    key, key_perm = kt, []
+    ti, transpose = ix.node(kt, "Transpose")
+    perm = next((list(a.ints) for a in transpose.attribute if a.name == "perm"), []) if transpose else []
+    if len(perm) == 4 and ix.exclusive(kt, nodes[0] if nodes else mi):
+        key, key_perm = transpose.input[0], perm
+        removed.append(ti)
+    if any(normalize_domain(ix.nodes[j].domain) != "" for j in removed):
+        return None
+    inputs = [query, key, out.input[1], mask, query_factor, key_factor, score_factor]
+    attrs = {"divide": [query_div, key_div, score_div]} | ({"key_perm": key_perm} if key_perm else {})
+    removed = sorted(removed)
+    name = _names(ix, removed)
+    node = helper.make_node(
+        "ScaledDotProductAttention", inputs, [out.output[0]], name, domain=FUSED_DOMAIN, **attrs
+    )
+    return _Match(removed, node)
+
+
+_PATTERNS = (("Erf", _match_gelu, MS_DOMAIN), ("Softmax", _match_attention, FUSED_DOMAIN))
+
+
+def find_matches(graph: onnx.GraphProto, opsets: dict[str, int]) -> list[_Match]:
+    """Every fusable chain of ``graph`` (not of its subgraphs), none overlapping another."""
+    ix = _Index(graph, opsets)
+    matches, used = [], set()
+    for i, node in enumerate(ix.nodes):
+        for op_type, match, _ in _PATTERNS:
+            if node.op_type != op_type or normalize_domain(node.domain) != "":
+                continue
+            m = match(ix, i)
+            if m is not None and not used & set(m.removed):
+                matches.append(m)
+                used.update(m.removed)
+    return matches
+
+
+def fuse(proto: onnx.ModelProto, opsets: dict[str, int]) -> tuple[onnx.ModelProto, dict[str, int]]:
+    """``proto`` with its fusable chains rewritten (a copy; the caller's is never edited), and its
+    opsets with the fused nodes' domains added."""
+    matches = find_matches(proto.graph, opsets)
+    if not matches:
+        return proto, opsets
+    graph = proto.graph
+    replace = {m.removed[-1]: m.node for m in matches}
+    removed = {i for m in matches for i in m.removed}
+    nodes = [replace.get(i, n) for i, n in enumerate(graph.node) if i in replace or i not in removed]
+    nodes = _drop_dead_constants(nodes, graph)
+    out = onnx.ModelProto()
+    out.CopyFrom(proto)
+    del out.graph.node[:]
+    out.graph.node.extend(nodes)
+    opsets = dict(opsets)
+    for domain in {d for _, _, d in _PATTERNS if any(m.node.domain == d for m in matches)}:
+        if domain not in opsets:
+            opsets[domain] = 1
+            out.opset_import.add(domain=domain, version=1)
+    return out, opsets
+
+
+def _drop_dead_constants(nodes: list[onnx.NodeProto], graph: onnx.GraphProto) -> list[onnx.NodeProto]:
+    """Without the ``Constant`` nodes that only the replaced nodes read."""
+    read = {name for n in nodes for name in _node_reads(n)} | {o.name for o in graph.output}
+    return [
+        n for n in nodes if n.op_type != "Constant" or normalize_domain(n.domain) != "" or n.output[0] in read
+    ]

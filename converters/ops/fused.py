@@ -1,0 +1,88 @@
+"""Internal ops (domain ``ai.transmuter``) that ``converters.fusion`` rewrites exported chains into.
+
+No exporter writes these: they exist so that a chain of element-wise ONNX nodes runs as one
+backend kernel. Each computes what the chain it replaces computes, and falls back to the chain
+itself when the shapes it meets at run time are not the ones its kernel covers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .registry import register
+
+FUSED_DOMAIN = "ai.transmuter"
+
+
+def _scaled(B: Any, x: Any, factor: Any, divide: int) -> Any:
+    if factor is None:
+        return x
+    f = B.astype(B.asarray(factor), B.dtype(x))
+    return B.divide(x, f) if divide else B.multiply(x, f)
+
+
+def _swap_last(perm: list[int]) -> list[int]:
+    return [*perm[:-2], perm[-1], perm[-2]]
+
+
+def _scale(factors: list[Any], divide: tuple[int, ...]) -> float:
+    scale = 1.0
+    for f, div in zip(factors, divide):
+        if f is not None:
+            value = float(np.reshape(f, -1)[0])
+            scale = scale / value if div else scale * value
+    return scale
+
+
+def _sdpa_applies(B: Any, q: Any, key: Any, v: Any, mask: Any, factors: list[Any]) -> bool:
+    """Whether the fused kernel computes exactly the chain: (b, h, s, d) operands of one batch and
+    head count, scalar scale factors, and a same-dtype mask that broadcasts to the scores."""
+    shapes = [B.shape(q), B.shape(key), B.shape(v)]
+    if any(len(s) != 4 for s in shapes) or any(
+        f is not None and (np.size(f) != 1 or np.ndim(f) > 4) for f in factors
+    ):
+        return False
+    if mask is None:
+        return True
+    scores = (*shapes[0][:3], shapes[1][2])
+    m = B.shape(mask)
+    return (
+        B.dtype(mask) == B.dtype(q)
+        and len(m) <= 4
+        and all(d in (1, s) for d, s in zip(reversed(m), reversed(scores)))
+    )
+
+
+@register("ScaledDotProductAttention", 1, FUSED_DOMAIN, static_inputs=(4, 5, 6))
+def scaled_dot_product_attention_1(
+    B: Any,
+    query: Any,
+    key: Any,
+    value: Any,
+    mask: Any = None,
+    query_factor: Any = None,
+    key_factor: Any = None,
+    score_factor: Any = None,
+    *,
+    key_perm: tuple[int, ...] = (),
+    divide: tuple[int, ...] = (0, 0, 0),
+) -> Any:
+    """``Softmax(scale(query) @ scale(Transpose(key, key_perm)) scaled + mask, -1) @ value``.
+
+    The chain an exporter writes for attention: ``key_perm`` is the perm of the Transpose that made
+    K^T (none: ``key`` is K^T already); the three factors (host scalars: constants, or computed from
+    shapes) multiply, or divide where ``divide`` says so, the query, K^T and the scores.
+    """
+    factors = [query_factor, key_factor, score_factor]
+    if len(B.shape(key)) == 4:
+        k = B.transpose(key, _swap_last(list(key_perm) or [0, 1, 2, 3]))
+        if _sdpa_applies(B, query, k, value, mask, factors):
+            return B.sdpa(query, k, value, _scale(factors, divide), mask)
+    kt = B.transpose(key, list(key_perm)) if key_perm else key
+    scores = B.matmul(_scaled(B, query, query_factor, divide[0]), _scaled(B, kt, key_factor, divide[1]))
+    scores = _scaled(B, scores, score_factor, divide[2])
+    if mask is not None:
+        scores = B.add(scores, mask)
+    return B.matmul(B.softmax(scores, -1), value)

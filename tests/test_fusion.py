@@ -1,0 +1,244 @@
+"""Load-time fusion (``converters/fusion.py``): exported GELU and attention chains become one node.
+
+Each case builds the chain with ``onnx.helper``, checks that the loaded program has (or, when a
+value of the chain is read elsewhere, has not) the fused node, and compares the outputs on mlx and
+torch with onnxruntime on the original graph.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, numpy_helper
+from onnx import helper as oh
+
+import transmuter_mlx as tm
+from transmuter_mlx.converters.backends import get_backend
+from transmuter_mlx.converters.ops.fused import scaled_dot_product_attention_1
+
+ort = pytest.importorskip("onnxruntime")
+
+BACKENDS = ("mlx", "torch")
+FUSED = {"Gelu": "com.microsoft", "ScaledDotProductAttention": "ai.transmuter"}
+rng = np.random.default_rng(0)
+SQRT2 = math.sqrt(2)
+
+
+def const(name: str, value, dtype=np.float32) -> onnx.NodeProto:
+    return oh.make_node(
+        "Constant", [], [name], name=f"c_{name}", value=numpy_helper.from_array(np.asarray(value, dtype))
+    )
+
+
+def model(nodes, inputs: dict[str, np.ndarray], outputs: list[str], opset: int = 17) -> onnx.ModelProto:
+    vis = [
+        oh.make_tensor_value_info(n, oh.np_dtype_to_tensor_dtype(v.dtype), v.shape) for n, v in inputs.items()
+    ]
+    outs = [oh.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in outputs]
+    graph = oh.make_graph(nodes, "g", vis, outs)
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", opset)])
+
+
+def fused_ops(m) -> list[str]:
+    return [s.spec.op_type for s in m.program.steps if FUSED.get(s.spec.op_type) == s.spec.domain]
+
+
+def check(proto: onnx.ModelProto, feeds: dict[str, np.ndarray], want_fused: list[str], tol: float = 1e-5):
+    ref = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    for backend in BACKENDS:
+        m = tm.load(proto, backend=backend)
+        assert fused_ops(m) == want_fused, backend
+        got = [np.asarray(m.backend.to_numpy(v)) for v in m(feeds).values()]
+        for r, g in zip(ref, got):
+            assert g.shape == r.shape, (backend, g.shape, r.shape)
+            np.testing.assert_allclose(g, r, rtol=tol, atol=tol, err_msg=backend)
+
+
+# -- GELU ---------------------------------------------------------------------------------------
+
+
+def gelu_nodes(scale="div", half_first=False, swap=False, sqrt2=SQRT2):
+    """x -> Div(sqrt 2)|Mul(1/sqrt 2) -> Erf -> Add(1) -> Mul(x) -> Mul(0.5); ``swap`` flips operand orders."""
+    pair = (lambda a, b: [b, a]) if swap else (lambda a, b: [a, b])
+    if scale == "div":
+        nodes = [const("s", sqrt2), oh.make_node("Div", ["x", "s"], ["d"], name="div")]
+    else:
+        nodes = [const("s", 1 / sqrt2), oh.make_node("Mul", pair("x", "s"), ["d"], name="mul_s")]
+    nodes += [
+        oh.make_node("Erf", ["d"], ["e"], name="erf"),
+        const("one", 1.0),
+        oh.make_node("Add", pair("e", "one"), ["a"], name="add"),
+        const("half", 0.5),
+    ]
+    if half_first:  # x * 0.5 * (1 + erf)
+        nodes += [
+            oh.make_node("Mul", pair("x", "half"), ["h"], name="mul_half"),
+            oh.make_node("Mul", pair("h", "a"), ["y"], name="mul"),
+        ]
+    else:  # x * (1 + erf) * 0.5
+        nodes += [
+            oh.make_node("Mul", pair("x", "a"), ["m"], name="mul"),
+            oh.make_node("Mul", pair("m", "half"), ["y"], name="mul_half"),
+        ]
+    return nodes
+
+
+@pytest.mark.parametrize("scale", ["div", "mul"])
+@pytest.mark.parametrize("half_first", [False, True])
+@pytest.mark.parametrize("swap", [False, True])
+def test_gelu_fused(scale, half_first, swap):
+    feeds = {"x": (rng.standard_normal((2, 8, 16)) * 3).astype(np.float32)}
+    proto = model(gelu_nodes(scale, half_first, swap), feeds, ["y"])
+    check(proto, feeds, ["Gelu"])
+    m = tm.load(proto, backend="mlx")
+    (step,) = [s for s in m.program.steps if s.spec.op_type == "Gelu"]
+    assert "erf" in step.name and "mul_half" in step.name  # the fused node names the originals
+    assert not any(s.spec.op_type == "Constant" for s in m.program.steps)
+
+
+def test_gelu_not_fused_with_extra_reader_or_other_constant():
+    feeds = {"x": rng.standard_normal((4, 16)).astype(np.float32)}
+    extra = gelu_nodes() + [oh.make_node("Neg", ["e"], ["n"], name="neg")]  # Erf's output read elsewhere
+    check(model(extra, feeds, ["y", "n"]), feeds, [])
+    check(model(gelu_nodes(), feeds, ["y", "a"]), feeds, [])  # an intermediate is a graph output
+    check(model(gelu_nodes(sqrt2=1.5), feeds, ["y"]), feeds, [])  # not GELU's constant
+
+
+# -- attention ----------------------------------------------------------------------------------
+
+B_, H, S, D = 2, 3, 5, 8
+
+
+def attention_feeds(mask=True):
+    feeds = {
+        "q": rng.standard_normal((B_, H, S, D)).astype(np.float32),
+        "k": rng.standard_normal((B_, H, S, D)).astype(np.float32),
+        "v": rng.standard_normal((B_, H, S, D)).astype(np.float32),
+    }
+    if mask:
+        allowed = np.ones((B_, 1, 1, S), bool)
+        allowed[1, ..., 3:] = False
+        feeds["mask"] = np.where(allowed, 0, np.finfo(np.float32).min).astype(np.float32)
+    return feeds
+
+
+def attention_nodes(scale="div", mask_first=False, mask=True, q_name="q", perm=(0, 1, 3, 2)):
+    """MatMul(Q, Transpose(K)) -> Div(sqrt d)|Mul(1/sqrt d) -> Add(mask) -> Softmax -> MatMul(V)."""
+    nodes = [oh.make_node("Transpose", ["k"], ["kt"], name="kt", perm=list(perm))]
+    nodes += [oh.make_node("MatMul", [q_name, "kt"], ["qk"], name="qk")]
+    if scale == "div":
+        nodes += [const("c", math.sqrt(D)), oh.make_node("Div", ["qk", "c"], ["s"], name="scale")]
+    elif scale == "mul":
+        nodes += [const("c", 1 / math.sqrt(D)), oh.make_node("Mul", ["c", "qk"], ["s"], name="scale")]
+    else:
+        nodes += [oh.make_node("Identity", ["qk"], ["s"], name="id")]
+    if mask:
+        ins = ["mask", "s"] if mask_first else ["s", "mask"]
+        nodes += [oh.make_node("Add", ins, ["sm"], name="add_mask")]
+    nodes += [
+        oh.make_node("Softmax", ["sm" if mask else "s"], ["p"], name="softmax", axis=-1),
+        oh.make_node("MatMul", ["p", "v"], ["y"], name="pv"),
+    ]
+    return nodes
+
+
+@pytest.mark.parametrize("scale", ["div", "mul"])
+@pytest.mark.parametrize("mask_first", [False, True])
+def test_attention_fused(scale, mask_first):
+    feeds = attention_feeds()
+    check(model(attention_nodes(scale, mask_first), feeds, ["y"]), feeds, ["ScaledDotProductAttention"])
+
+
+def test_attention_without_mask_or_scale():
+    feeds = attention_feeds(mask=False)
+    check(model(attention_nodes("mul", mask=False), feeds, ["y"]), feeds, ["ScaledDotProductAttention"])
+    feeds = attention_feeds()
+    nodes = [n for n in attention_nodes("none") if n.op_type != "Identity"]
+    nodes[-3].input[0] = "qk"  # Add(qk, mask): no scale at all
+    check(model(nodes, feeds, ["y"]), feeds, ["ScaledDotProductAttention"])
+
+
+def test_attention_optimum_form_with_scale_from_shapes():
+    """transformers' current export: K (b, s, h, d) transposed straight to K^T, sqrt(1/sqrt(d))
+    multiplied into Q and K^T, the factor computed from Q's shape."""
+    feeds = attention_feeds()
+    feeds["k"] = np.ascontiguousarray(feeds["k"].transpose(0, 2, 1, 3))  # (b, s, h, d)
+    nodes = [
+        oh.make_node("Shape", ["q"], ["shape"], name="shape"),
+        const("start", [-1], np.int64),
+        const("end", [np.iinfo(np.int64).max], np.int64),
+        oh.make_node("Slice", ["shape", "start", "end"], ["d"], name="slice"),
+        oh.make_node("Cast", ["d"], ["df"], name="cast", to=TensorProto.FLOAT),
+        oh.make_node("Sqrt", ["df"], ["sqrt_d"], name="sqrt"),
+        const("one", [1.0]),
+        oh.make_node("Div", ["one", "sqrt_d"], ["scale"], name="inv"),
+        oh.make_node("Sqrt", ["scale"], ["f"], name="sqrt_scale"),
+        oh.make_node("Transpose", ["k"], ["kt"], name="kt", perm=[0, 2, 3, 1]),
+        oh.make_node("Mul", ["q", "f"], ["qs"], name="mul_q"),
+        oh.make_node("Mul", ["kt", "f"], ["kts"], name="mul_k"),
+        oh.make_node("MatMul", ["qs", "kts"], ["qk"], name="qk"),
+        oh.make_node("Add", ["qk", "mask"], ["sm"], name="add_mask"),
+        oh.make_node("Softmax", ["sm"], ["p"], name="softmax", axis=-1),
+        oh.make_node("MatMul", ["p", "v"], ["y"], name="pv"),
+    ]
+    check(model(nodes, feeds, ["y"]), feeds, ["ScaledDotProductAttention"])
+
+
+def test_attention_not_fused_with_extra_reader():
+    feeds = attention_feeds()
+    check(model(attention_nodes(), feeds, ["y", "p"]), feeds, [])  # the probabilities are an output
+    extra = attention_nodes() + [oh.make_node("Neg", ["s"], ["n"], name="neg")]
+    check(model(extra, feeds, ["y", "n"]), feeds, [])
+    # the key transpose read elsewhere: fused, with K^T as the key (the Transpose stays)
+    extra = attention_nodes() + [oh.make_node("Neg", ["kt"], ["n"], name="neg")]
+    check(model(extra, feeds, ["y", "n"]), feeds, ["ScaledDotProductAttention"])
+
+
+def test_attention_runs_the_chain_where_sdpa_does_not_apply():
+    """Rank-3 operands (heads folded into the batch), and a mask that broadcasts the scores up."""
+    feeds = {n: v.reshape(B_ * H, S, D) for n, v in attention_feeds(mask=False).items()}
+    check(
+        model(attention_nodes(mask=False, perm=(0, 2, 1)), feeds, ["y"]), feeds, ["ScaledDotProductAttention"]
+    )
+    feeds = attention_feeds()
+    feeds["mask"] = rng.standard_normal((2, B_, H, S, S)).astype(np.float32)
+    check(model(attention_nodes(), feeds, ["y"]), feeds, ["ScaledDotProductAttention"])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_sdpa_matches_the_unfused_chain(backend):
+    """B.sdpa against the chain's own ops on fp32, within 1e-6."""
+    B = get_backend(backend)
+    feeds = attention_feeds()
+    q, k, v, mask = (B.asarray(feeds[n]) for n in ("q", "k", "v", "mask"))
+    factor = np.asarray(math.sqrt(1 / math.sqrt(D)), np.float32)
+    fused = scaled_dot_product_attention_1(B, q, k, v, mask, factor, factor, None, key_perm=(0, 1, 3, 2))
+    fk = B.asarray(factor)
+    scores = B.add(B.matmul(B.multiply(q, fk), B.multiply(B.transpose(k, (0, 1, 3, 2)), fk)), mask)
+    chain = B.matmul(B.softmax(scores, -1), v)
+    np.testing.assert_allclose(B.to_numpy(fused), B.to_numpy(chain), rtol=0, atol=1e-6)
+
+
+# -- the MiniLM-shaped BERT fixture ---------------------------------------------------------------
+
+
+def test_minilm_fixture_fused():
+    from tests.fixtures import MINILM_BERT, build
+
+    path = build(MINILM_BERT) / "onnx/model.onnx"
+    ids = rng.integers(5, 500, size=(2, 24)).astype(np.int64)
+    mask = np.ones_like(ids)
+    mask[1, 15:] = 0
+    feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+    ref = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, feeds)
+    for backend in BACKENDS:
+        m = tm.load(path, backend=backend)
+        ops = fused_ops(m)
+        assert ops.count("Gelu") == 6 and ops.count("ScaledDotProductAttention") == 6, (backend, ops)
+        assert not any(s.spec.op_type in ("Erf", "Softmax") for s in m.program.steps)
+        got = [np.asarray(m.backend.to_numpy(v)) for v in m(feeds).values()]
+        for r, g in zip(ref, got):
+            np.testing.assert_allclose(g, r, rtol=1e-4, atol=1e-4, err_msg=backend)
