@@ -16,11 +16,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import sys
 import time
-import traceback
 from collections.abc import Callable
 from pathlib import Path
 
@@ -30,6 +28,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import numpy as np  # noqa: E402
+from _report import environment, error_cell  # noqa: E402
 
 import transmuter_mlx as tm  # noqa: E402  (first: it sets up the BLAS before mlx.core loads)
 
@@ -123,7 +122,7 @@ def bench(args: argparse.Namespace) -> dict:
             result["load_s"][kind] = time.perf_counter() - t0
             runners[kind] = runner
         except Exception as e:  # noqa: BLE001  (a failing engine is reported in its cells)
-            runners[kind] = _error(e, args.verbose)
+            runners[kind] = error_cell(e, args.verbose)
     for batch, seq in shapes:
         feeds = feeds_for(batch, seq, config.get("vocab_size", 30522))
         row = {}
@@ -141,7 +140,7 @@ def bench(args: argparse.Namespace) -> dict:
                 row[kind] = cell
                 row[kind]["_out"] = out
             except Exception as e:  # noqa: BLE001
-                row[kind] = {"error": _error(e, args.verbose)}
+                row[kind] = {"error": error_cell(e, args.verbose)}
         ref = reference.get((batch, seq))
         for kind, cell in row.items():
             out = cell.pop("_out", None)
@@ -161,27 +160,8 @@ def _fixture() -> Path:
     return build(MINILM_BERT)
 
 
-def _error(e: Exception, verbose: bool) -> str:
-    if verbose:
-        traceback.print_exc()
-    text = f"{type(e).__name__}: {e}".replace("\n", " ").replace("|", "/")
-    return "error: " + (text[:160] + "..." if len(text) > 160 else text)
-
-
 def _environment() -> dict:
-    from transmuter_mlx._blas import blas_info
-
-    env = {"python": platform.python_version(), "machine": platform.machine(), "cpus": os.cpu_count()}
-    env["load_average_1min"] = round(os.getloadavg()[0], 2)  # other jobs skew every number
-    env["mlx_blas"] = blas_info()
-    for name in ("mlx", "torch", "onnxruntime", "transformers", "numpy"):
-        try:
-            env[name] = (
-                __import__(name).__version__ if name != "mlx" else __import__("mlx.core").core.__version__
-            )
-        except Exception:  # noqa: BLE001
-            env[name] = None
-    return env
+    return environment(("mlx", "torch", "onnxruntime", "transformers", "numpy"))
 
 
 def markdown(result: dict) -> str:

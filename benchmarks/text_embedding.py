@@ -23,13 +23,11 @@ import hashlib
 import importlib
 import json
 import os
-import platform
 import re
 import statistics
 import sys
 import sysconfig
 import time
-import traceback
 from collections.abc import Callable
 from pathlib import Path
 
@@ -39,6 +37,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import numpy as np  # noqa: E402
+from _report import environment, error_cell  # noqa: E402
 
 import transmuter_mlx as tm  # noqa: E402  (first: it sets up the BLAS before mlx.core loads)
 
@@ -263,7 +262,7 @@ def bench(args: argparse.Namespace) -> dict:
                 outs[kind] = cell.pop("_out")
                 row[kind] = cell
             except Exception as e:  # noqa: BLE001  (a failing engine is reported in its cell)
-                row[kind] = {"error": _error(e, args.verbose)}
+                row[kind] = {"error": error_cell(e, args.verbose)}
             print(f"  batch {batch}: {kind} done", file=sys.stderr, flush=True)
         ref, base = outs.get(REFERENCE), row.get("onnxruntime", {}).get("sentences_per_s")
         for kind, cell in row.items():
@@ -282,30 +281,12 @@ def _fixture() -> Path:
     return build("minilm")
 
 
-def _error(e: Exception, verbose: bool) -> str:
-    if verbose:
-        traceback.print_exc()
-    text = f"{type(e).__name__}: {e}".replace("\n", " ").replace("|", "/")
-    return "error: " + (text[:160] + "..." if len(text) > 160 else text)
-
-
 def _environment() -> dict:
-    from transmuter_mlx._blas import blas_info
-
-    env = {"python": platform.python_version(), "machine": platform.machine(), "cpus": os.cpu_count()}
-    env["load_average_1min"] = round(os.getloadavg()[0], 2)  # other jobs skew every number
-    env["mlx_blas"] = blas_info()
+    env = environment(("mlx", "torch", "onnxruntime", "sentence_transformers", "tokenizers", "numpy"))
     try:
         env["torch_threads"] = __import__("torch").get_num_threads()
     except Exception:  # noqa: BLE001
         env["torch_threads"] = None
-    for name in ("mlx", "torch", "onnxruntime", "sentence_transformers", "tokenizers", "numpy"):
-        try:
-            env[name] = (
-                __import__(name).__version__ if name != "mlx" else __import__("mlx.core").core.__version__
-            )
-        except Exception:  # noqa: BLE001
-            env[name] = None
     return env
 
 

@@ -1,0 +1,31 @@
+"""Pieces every benchmark report shares: an engine's error cell and the machine it ran on."""
+
+from __future__ import annotations
+
+import os
+import platform
+import traceback
+from collections.abc import Iterable
+
+
+def error_cell(e: Exception, verbose: bool) -> str:
+    """A failed engine's table cell ("error: ..."), so the other engines' numbers still print."""
+    if verbose:
+        traceback.print_exc()
+    text = f"{type(e).__name__}: {e}".replace("\n", " ").replace("|", "/")
+    return "error: " + (text[:160] + "..." if len(text) > 160 else text)
+
+
+def environment(packages: Iterable[str]) -> dict:
+    """Python, CPU, load average (other jobs skew every number), MLX's BLAS and package versions."""
+    from transmuter_mlx._blas import blas_info
+
+    env = {"python": platform.python_version(), "machine": platform.machine(), "cpus": os.cpu_count()}
+    env["load_average_1min"] = round(os.getloadavg()[0], 2)
+    env["mlx_blas"] = blas_info()
+    for name in packages:
+        try:
+            env[name] = __import__("mlx.core").core.__version__ if name == "mlx" else __import__(name).__version__
+        except Exception:  # noqa: BLE001 - a missing package is reported as None
+            env[name] = None
+    return env
