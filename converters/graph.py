@@ -349,6 +349,8 @@ class Executable:
         self.compiled = compile
         self.traced = compile and backend.traces
         self.replay = backend.compile(self._replay) if compile else self._replay
+        if self.traced:
+            self.first_outputs = None  # never returned: don't keep the planning walk's graph alive
 
     def _build_replay(self, trace: list[tuple[Step, list[Any]]], feeds: Mapping[str, Any]) -> None:
         """Keep the steps that produced a device value; bake in the host values they read."""
@@ -379,11 +381,9 @@ class Executable:
                     plan.append(("", cache[key]))
             self.steps.append((step, plan))
             device.update(o for o in step.outputs if o)
-        self.output_plan = []
-        for n in self.program.output_names:
-            self.output_plan.append((n, n in device))
-        self.host_outputs = {n: self.first_outputs[n] for n, dev in self.output_plan if not dev}
-        self.device_output_names = [n for n, dev in self.output_plan if dev]
+        names = self.program.output_names
+        self.host_outputs = {n: self.first_outputs[n] for n in names if n not in device}
+        self.device_output_names = [n for n in names if n in device]
 
     def _replay(self, *arrays: Any) -> tuple[Any, ...]:
         env = dict(zip(self.feed_names, arrays))
