@@ -172,6 +172,11 @@ class Backend(Protocol):
         """``fn`` traced for its shapes where the library can (``mx.compile``), else ``fn``."""
         ...
 
+    def start(self, *arrays: Array) -> None:
+        """Begin computing ``arrays`` without waiting for them (``mx.async_eval``); a no-op where
+        arrays are computed when made. The decoding loop starts a step before it reads the last tokens."""
+        ...
+
 
 def pack_quantized(codes: np.ndarray, bits: int) -> np.ndarray:
     """Host helper: unsigned codes (..., K) packed into uint32 words, low bits first (MLX's layout).

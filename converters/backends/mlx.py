@@ -46,6 +46,9 @@ class MlxBackend:
     def compile(self, fn: Any) -> Any:
         return mx.compile(fn)
 
+    def start(self, *arrays: Any) -> None:
+        mx.async_eval(*[a for a in arrays if isinstance(a, mx.array)])
+
     def asarray(self, x: Any, dtype: Any = None) -> mx.array:
         if isinstance(x, mx.array):
             return x if dtype is None else x.astype(_TO_MX[np.dtype(dtype)])

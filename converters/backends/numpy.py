@@ -27,6 +27,9 @@ class NumpyBackend:
     def compile(self, fn: Any) -> Any:
         return fn
 
+    def start(self, *arrays: Any) -> None:
+        pass  # computed when made
+
     def asarray(self, x: Any, dtype: Any = None) -> np.ndarray:
         return np.asarray(x, dtype=dtype)
 

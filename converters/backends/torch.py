@@ -52,6 +52,9 @@ class TorchBackend:
     def compile(self, fn: Any) -> Any:
         return fn  # torch.compile costs more than it saves on graphs replayed a few times
 
+    def start(self, *arrays: Any) -> None:
+        pass  # eager: computed when made (CUDA queues them already)
+
     def asarray(self, x: Any, dtype: Any = None) -> torch.Tensor:
         if isinstance(x, torch.Tensor):
             return x if dtype is None else x.to(_TO_TORCH[np.dtype(dtype)])

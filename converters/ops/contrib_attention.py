@@ -17,8 +17,10 @@ from ._attention_math import add_bias, attend, merge_heads, rope, split_heads
 from .registry import MS_DOMAIN, register
 
 
-def _positions(B: Any, n: int, dtype: Any = np.int32) -> Any:
-    return B.arange(0, n, 1, dtype)
+def _positions(B: Any, n: int, shape: tuple[int, ...], dtype: Any = np.int32) -> Any:
+    """``arange(n)`` reshaped to ``shape``, made on the host: a traced step holds it as a constant
+    instead of recomputing it (each decode step runs several)."""
+    return B.asarray(np.arange(n, dtype=dtype).reshape(shape))
 
 
 def _scale(scale: float | None, head_size: int) -> float:
@@ -26,24 +28,23 @@ def _scale(scale: float | None, head_size: int) -> float:
 
 
 def write_cache(B: Any, past: Any, new: Any, start: Any, length: int) -> Any:
-    """A (b, n, length, h) cache holding ``past`` rows before ``start`` (b,), then ``new`` rows, then zeros."""
+    """A (b, n, length, h) cache: ``past`` (zeros without one) with ``new``'s rows written at ``start`` (b,).
+
+    A scatter of the new rows only: the cost of a decode step does not grow with the buffer beyond one
+    copy. Rows past each entry's valid ones keep what ``past`` held there (onnxruntime leaves them
+    unspecified too; the attention mask never reads them).
+    """
     b, n, s, h = B.shape(new)
-    t = B.reshape(_positions(B, length), (1, length))
-    start = B.reshape(start, (b, 1))
-    rel = B.subtract(t, start)
-    index = B.clip(rel, 0, s - 1)
-    index = B.broadcast_to(B.reshape(index, (b, 1, length, 1)), (b, n, length, h))
-    rows = B.take_along_axis(new, B.astype(index, np.int64), 2)
-    in_new = B.reshape(B.logical_and(B.greater_equal(rel, 0), B.less(rel, s)), (b, 1, length, 1))
-    out = B.where(in_new, rows, B.zeros((), B.dtype(new)))
-    if past is not None:
+    if past is None:
+        base = B.zeros((b, n, length, h), B.dtype(new))
+    else:
         p = B.shape(past)[2]
-        past = B.slice(past, [0, 0, 0, 0], [b, n, min(p, length), h], [1, 1, 1, 1])
+        base = B.slice(past, [0, 0, 0, 0], [b, n, min(p, length), h], [1, 1, 1, 1])
         if p < length:
-            past = B.pad(past, [(0, 0), (0, 0), (0, length - p), (0, 0)], 0)
-        in_past = B.reshape(B.less(rel, 0), (b, 1, length, 1))
-        out = B.where(in_past, past, out)
-    return out
+            base = B.pad(base, [(0, 0), (0, 0), (0, length - p), (0, 0)], 0)
+    rows = B.add(B.reshape(B.astype(start, np.int32), (b, 1, 1, 1)), _positions(B, s, (1, 1, s, 1)))
+    rows = B.broadcast_to(B.minimum(rows, B.full((), length - 1, np.int32)), (b, n, s, h))
+    return B.scatter_along_axis(base, rows, new, 2)
 
 
 def _head_rms_norm(B: Any, x: Any, weight: Any, epsilon: float) -> Any:
@@ -126,15 +127,15 @@ def group_query_attention_1(
         if position_ids is not None:
             pos = position_ids
         else:
-            pos = B.add(B.reshape(past_b, (b, 1)), B.reshape(_positions(B, s), (1, s)))
+            pos = B.add(B.reshape(past_b, (b, 1)), _positions(B, s, (1, s)))
         cos, sin = B.take(cos_cache, pos, 0), B.take(sin_cache, pos, 0)
         q, k = rope(B, q, cos, sin, rotary_interleaved), rope(B, k, cos, sin, rotary_interleaved)
     length = max(total, B.shape(past_key)[2] if past_key is not None else 0)
     present_key = write_cache(B, past_key, k, past_b, length)
     present_value = write_cache(B, past_value, v, past_b, length)
     # key t is visible to query row i when t < min(past + i + 1, total) and within the window
-    t = B.reshape(_positions(B, length), (1, 1, 1, length))
-    rows = B.reshape(_positions(B, s), (1, 1, s, 1))
+    t = _positions(B, length, (1, 1, 1, length))
+    rows = _positions(B, s, (1, 1, s, 1))
     end = B.reshape(total_b, (b, 1, 1, 1))
     if causal:
         end = B.minimum(B.add(B.add(B.reshape(past_b, (b, 1, 1, 1)), rows), 1), end)
@@ -181,7 +182,7 @@ def rotary_embedding_1(
     b, s = shape[0], shape[1] if len(shape) == 3 else shape[2]
     if len(B.shape(position_ids)) == 1:  # a start position shared by the batch
         pos = B.add(
-            B.reshape(B.astype(position_ids, np.int64), (1, 1)), B.reshape(_positions(B, s, np.int64), (1, s))
+            B.reshape(B.astype(position_ids, np.int64), (1, 1)), _positions(B, s, (1, s), np.int64)
         )
         pos = B.broadcast_to(pos, (b, s))
     else:
@@ -195,7 +196,7 @@ def key_mask_bias(B: Any, mask: Any, b: int, s: int, total: int, past: int, caus
     Forms: (b) valid lengths (right padding); (2b) end positions then start positions; (b, total)
     or (b, s, total) with 0 for hidden keys; (b, 1, max, max) sliced at the past length.
     """
-    t = B.reshape(_positions(B, total), (1, 1, 1, total))
+    t = _positions(B, total, (1, 1, 1, total))
     hidden = None
     if mask is not None:
         shape = B.shape(mask)
@@ -212,7 +213,7 @@ def key_mask_bias(B: Any, mask: Any, b: int, s: int, total: int, past: int, caus
         else:
             raise NotImplementedError(f"attention mask of shape {shape} is not supported")
     if causal:
-        rows = B.reshape(_positions(B, s), (1, 1, s, 1))
+        rows = _positions(B, s, (1, 1, s, 1))
         future = B.greater(t, B.add(rows, past))
         hidden = future if hidden is None else B.logical_or(hidden, future)
     if hidden is None:

@@ -39,7 +39,7 @@ import numpy as np
 from .beam import BeamSearch
 from .config import GenerationConfig
 from .processors import Rows, apply, build_processors
-from .sampling import RowKeys, greedy
+from .sampling import RowKeys, host_tokens, pick
 
 __all__ = ["DecoderSession", "Generated", "generate"]
 
@@ -100,7 +100,6 @@ def generate(
     keys = None
     if config.mode == "sample":
         keys = RowKeys([config.seed] * len(rows), [(j, copies) for _ in prompts for j in range(copies)])
-    pad = config.pad_id if config.pad_id is not None else 0
     live = [len(p) < m for p, (m, _) in zip(rows, bounds)]
     stopped_by = ["length" if not ok else "" for ok in live]
     B = session.B
@@ -108,19 +107,21 @@ def generate(
     logits = session.prefill(rows)
     while any(live):
         scores = apply(chain, B, B.astype(logits, np.float32), info)
-        tokens = keys.sample(B, scores) if keys is not None else greedy(B, scores)
-        for r, token in enumerate(tokens.tolist()):
+        picked = pick(B, scores, keys)
+        # the next step starts from the picked tokens before the host reads them, so the device
+        # computes it while the host checks the stops; after the last token it is dropped
+        if any(ok and len(t) + 1 < m for ok, t, m in zip(live, info.tokens, info.max_lengths)):
+            logits = session.step(picked)
+            B.start(logits)
+        for r, token in enumerate(host_tokens(B, picked).tolist()):
             if not live[r]:
-                tokens[r] = pad
-                continue
+                continue  # a stopped row still runs in the batch; its tokens are not kept
             info.tokens[r].append(token)
             why = _stop(info.tokens[r][len(rows[r]):], token, len(info.tokens[r]), info.max_lengths[r], config, decode)
             if why:
                 live[r], stopped_by[r] = False, why
         if on_step is not None:
             on_step([t[len(p):] for t, p in zip(info.tokens, rows)])
-        if any(live):
-            logits = session.step(tokens)
     sequences = [t[len(p):] for t, p in zip(info.tokens, rows)]
     padding = list(getattr(session, "padding", None) or [0] * len(rows))
     summaries = [{"input": len(p), "output": sum(len(s) for s in sequences[i * copies:(i + 1) * copies]),

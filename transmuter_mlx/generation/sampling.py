@@ -28,12 +28,23 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["RowKeys", "greedy"]
+__all__ = ["RowKeys", "greedy", "host_tokens", "pick"]
 
 
 def greedy(B: Any, scores: Any) -> np.ndarray:
     """The index of each row's maximum, the first one on ties (as torch.argmax), as host int64."""
-    return np.asarray(B.to_numpy(B.argmax(scores, -1, False)), np.int64).reshape(-1)
+    return host_tokens(B, pick(B, scores))
+
+
+def pick(B: Any, scores: Any, keys: RowKeys | None = None) -> Any:
+    """Each row's token as an array of ``B`` left unsynced (greedy, or drawn with ``keys``): the next
+    decoder step can start from it before the host reads it."""
+    return B.argmax(scores, -1, False) if keys is None else keys.pick(B, scores)
+
+
+def host_tokens(B: Any, tokens: Any) -> np.ndarray:
+    """Picked tokens as host int64 (waits for them)."""
+    return np.asarray(B.to_numpy(tokens) if B.is_array(tokens) else tokens, np.int64).reshape(-1)
 
 
 class RowKeys:
@@ -62,7 +73,12 @@ class RowKeys:
 
     def sample(self, B: Any, scores: Any) -> np.ndarray:
         """One token per row drawn from ``softmax(scores)``, as host int64; every key advances."""
+        return np.asarray(self.pick(B, scores), np.int64).reshape(-1)
+
+    def pick(self, B: Any, scores: Any) -> Any:
+        """``sample`` left unsynced: an mlx array for the mlx backend, else host int64."""
         mx = self._mx
+        on_mlx = isinstance(scores, mx.array)
         if not isinstance(scores, mx.array):
             scores = mx.array(np.asarray(B.to_numpy(scores), np.float32))
         rows, vocab = scores.shape
@@ -73,4 +89,4 @@ class RowKeys:
             self.keys[r], sub = mx.random.split(key)
             noise.append(mx.random.gumbel(shape=(vocab,), key=sub))
         picked = mx.argmax(scores.astype(mx.float32) + mx.stack(noise), axis=-1)
-        return np.asarray(picked, np.int64).reshape(-1)
+        return picked if on_mlx else np.asarray(picked, np.int64).reshape(-1)

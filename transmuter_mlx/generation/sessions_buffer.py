@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from .sessions_common import MAX_CHUNK, CacheLayout, capacity, chunk_sizes, last_logits
+from .sessions_common import MAX_CHUNK, CacheLayout, capacity, chunk_sizes, last_logits, token_column
 
 __all__ = ["BufferSession", "GQASession"]
 
@@ -88,9 +88,9 @@ class BufferSession(_Fixed):
         return last_logits(self.B, logits)
 
     def step(self, tokens: np.ndarray) -> Any:
-        """Run one token per row."""
-        tokens = np.asarray(tokens, np.int64).reshape(-1, 1)
-        return last_logits(self.B, self._run(tokens, np.ones_like(tokens)))
+        """Run one token per row (host or device tokens)."""
+        ids = token_column(self.B, tokens)
+        return last_logits(self.B, self._run(ids, np.ones((self.B.shape(ids)[0], 1), np.int64)))
 
     def reorder(self, rows: np.ndarray) -> None:
         """Row r continues from old row ``rows[r]``."""
@@ -99,7 +99,7 @@ class BufferSession(_Fixed):
             self.mask, self.next = self.mask[index], self.next[index]
 
     def _run(self, ids: np.ndarray, new_mask: np.ndarray) -> Any:
-        s = ids.shape[1]
+        s = new_mask.shape[1]
         size = self.mask.shape[1]
         if self.used + s > size:  # out of room: double, free rows on the left
             grown = _doubled(size, self.used + s)
@@ -159,10 +159,9 @@ class GQASession(_Fixed):
         return result
 
     def step(self, tokens: np.ndarray) -> Any:
-        """Run one token per row, written after the row's valid cache rows."""
-        tokens = np.asarray(tokens, np.int64).reshape(-1, 1)
+        """Run one token per row (host or device tokens), written after the row's valid cache rows."""
         self.valid = self.valid + 1
-        return last_logits(self.B, self._run(tokens, self.valid))
+        return last_logits(self.B, self._run(token_column(self.B, tokens), self.valid))
 
     def reorder(self, rows: np.ndarray) -> None:
         """Row r continues from old row ``rows[r]``."""

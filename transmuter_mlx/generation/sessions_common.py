@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["MAX_CHUNK", "CacheLayout", "capacity", "chunk_sizes", "last_logits", "positions"]
+__all__ = ["MAX_CHUNK", "CacheLayout", "capacity", "chunk_sizes", "last_logits", "positions", "token_column"]
 
 _PAST = re.compile(r"^past_key_values\.(\d+)\.(key|value)$")
 MAX_CHUNK = 512  # the longest prompt piece run at once
@@ -139,6 +139,14 @@ def positions(mask: np.ndarray) -> np.ndarray:
     """``cumsum(mask) - 1`` with 1 at padding, as transformers' ``prepare_inputs_for_generation``."""
     pos = np.cumsum(mask, -1) - 1
     return np.where(mask == 0, 1, pos).astype(np.int64)
+
+
+def token_column(B: Any, tokens: Any) -> Any:
+    """The (rows, 1) int64 ``input_ids`` of one step: host tokens, or picked tokens still on the device
+    (not synced, so the step can be queued before the host reads them)."""
+    if B.is_array(tokens):
+        return B.reshape(B.astype(tokens, np.int64), (-1, 1))
+    return np.asarray(tokens, np.int64).reshape(-1, 1)
 
 
 def last_logits(B: Any, logits: Any, index: int = -1) -> Any:

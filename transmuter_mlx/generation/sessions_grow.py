@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from .sessions_common import MAX_CHUNK, CacheLayout, chunk_sizes, last_logits, positions
+from .sessions_common import MAX_CHUNK, CacheLayout, chunk_sizes, last_logits, positions, token_column
 
 __all__ = ["GrowSession"]
 
@@ -89,12 +89,14 @@ class GrowSession:
         return self._gather(parts)
 
     def step(self, tokens: np.ndarray) -> Any:
-        """Run one token per row (global row order)."""
-        tokens = np.asarray(tokens, np.int64).reshape(-1)
+        """Run one token per row (global row order; host or device tokens)."""
+        ids, B = token_column(self.B, tokens), self.B
         parts = []
         for group in self.groups:
             one = np.ones((len(group.rows), 1), np.int64)
-            parts.append(last_logits(self.B, self._run(group, tokens[group.rows][:, None], one, first=False)))
+            rows = ids if len(self.groups) == 1 else (B.take(ids, B.asarray(np.asarray(group.rows)), 0)
+                                                      if B.is_array(ids) else ids[group.rows])
+            parts.append(last_logits(B, self._run(group, rows, one, first=False)))
         return self._gather(parts)
 
     def reorder(self, rows: np.ndarray) -> None:
