@@ -80,6 +80,17 @@ def test_dtype_round_trip(backend):
         assert B.to_numpy(a).dtype == np.dtype(dtype)
 
 
+@pytest.mark.parametrize("backend", ["numpy", *DEVICE])
+def test_start_leaves_values_unchanged(backend):
+    """``start`` (mlx: async_eval) queues the work; reading the arrays afterwards gives their values."""
+    B = get_backend(backend)
+    a = B.matmul(B.asarray(X), B.asarray(np.swapaxes(Y, 1, 2)))
+    b = B.argmax(a, -1, False)
+    assert B.start(a, b) is None
+    np.testing.assert_allclose(B.to_numpy(a), X @ np.swapaxes(Y, 1, 2), rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(B.to_numpy(b), np.argmax(X @ np.swapaxes(Y, 1, 2), -1))
+
+
 def test_mlx_compile_traces_backend_ops():
     B = get_backend("mlx")
     fn = B.compile(lambda a, b: (B.softmax(B.matmul(a, b), -1),))

@@ -206,3 +206,22 @@ def test_stop_conditions_per_row():
 def test_processors_apply_in_the_loop():
     config = GenerationConfig(max_new_tokens=5, eos_token_id=[9], min_new_tokens=5, pad_token_id=0)
     assert generate(_Toy(), [[6]], config).sequences == [[7, 8, 0, 1, 2]]  # eos banned: the argmax moves on
+
+
+class _CountingSteps(_Toy):
+    steps = 0
+
+    def step(self, tokens):
+        self.steps += 1
+        return super().step(tokens)
+
+
+def test_step_runs_ahead_of_the_stop_checks_by_at_most_one():
+    """The next step starts before the host reads the picked tokens: a row that stops by length never
+    runs a step past its bound; a stop the host sees later (eos) costs one step, which is dropped."""
+    by_length = _CountingSteps()
+    out = generate(by_length, [[0]], GenerationConfig(max_new_tokens=5, eos_token_id=[99], pad_token_id=0))
+    assert out.sequences == [[1, 2, 3, 4, 5]] and by_length.steps == 4
+    by_eos = _CountingSteps()
+    out = generate(by_eos, [[6]], GenerationConfig(max_new_tokens=8, eos_token_id=[9], pad_token_id=0))
+    assert out.sequences == [[7, 8, 9]] and out.stopped_by == ["eos"] and by_eos.steps == 3
