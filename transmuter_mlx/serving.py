@@ -34,6 +34,7 @@ from concurrent.futures import TimeoutError as FutureTimeoutError
 from dataclasses import dataclass, replace
 from typing import Any
 
+from .pipelines.generating import release_thread
 from .pipelines.options import as_list
 
 __all__ = ["Serving", "ServingClosedError", "ServingStats"]
@@ -237,6 +238,7 @@ class Serving:
             for r in left:
                 if r.future.set_running_or_notify_cancel():
                     r.future.set_exception(ServingClosedError("Serving worker stopped"))
+            release_thread()  # the pipeline ran on this thread
 
     def _next_batch(self) -> list[_Request] | None:
         """Waits for a call, then up to ``batch_timeout_ms`` after it for a full batch; None when closed."""

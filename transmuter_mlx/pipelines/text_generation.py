@@ -11,9 +11,7 @@
 
 from __future__ import annotations
 
-import queue
-import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
@@ -21,18 +19,14 @@ from typing import Any
 from ..chat_template import ChatTemplate, ChatTemplateError
 from ..converters.model import load
 from ..generation.config import GenerationConfig
-from ..generation.loop import generate
+from ..generation.loop import Generated, generate
 from ..generation.sessions import open_session
-from ..generation.streaming import TextStream
 from ..tokenizer import Tokenizer
-from .base import Pipeline
-from .options import chunks
+from .generating import GENERATION_OPTIONS, STREAM_OPTIONS, GeneratingPipeline
 
 __all__ = ["TextGeneration"]
 
-GENERATION_OPTIONS = GenerationConfig.fields()
-TASK_OPTIONS = MappingProxyType(
-    {"template_options": None, "stream": False, "stream_done": False, "return_full_text": False})
+TASK_OPTIONS = MappingProxyType({"template_options": None, "return_full_text": False, **STREAM_OPTIONS})
 MODEL_STEMS = ("model", "decoder_model_merged")  # the transformers.js names of a decoder with a KV cache
 
 
@@ -45,7 +39,7 @@ class Prompt:
     text: str
 
 
-class TextGeneration(Pipeline):
+class TextGeneration(GeneratingPipeline):
     """Text or ``{"messages": [...]}`` in, ``{"results": [{"text", "token_summary"}, ...]}`` out.
 
     >>> import transmuter_mlx as tm
@@ -83,21 +77,8 @@ class TextGeneration(Pipeline):
         path = repo.onnx_path(stem, variant=o.variant, task_default="q4")
         return load(path, backend=o.backend, dtype=o.dtype, device=o.device)
 
-    # ------------------------------------------------------------------ options and inputs
-    def generation_for(self, options: Mapping[str, Any]) -> GenerationConfig:
-        """The GenerationConfig of a call: generation_config.json, then the options given."""
-        config = self.generation.update(**{k: v for k, v in options.items()
-                                           if k in GENERATION_OPTIONS and v is not None})
-        if config.max_new_tokens is not None and config.max_new_tokens <= 0:
-            raise ValueError(f"{self.task}: max_new_tokens must be greater than 0, got {config.max_new_tokens}")
-        if options.get("stream") and config.mode == "beam":
-            raise ValueError(f"{self.task}: beam search (num_beams={config.num_beams}) does not stream: a later "
-                             "step can change the earlier tokens of the best beam; drop stream=True or num_beams")
-        if options.get("stream") and config.num_return_sequences > 1:
-            raise ValueError(f"{self.task}: stream=True streams one sequence; num_return_sequences must be 1")
-        return config
-
-    def prompt(self, index: int, item: Any, options: Mapping[str, Any], config: GenerationConfig) -> Prompt:
+    # ------------------------------------------------------------------ inputs
+    def prepare(self, index: int, item: Any, options: Mapping[str, Any], config: GenerationConfig) -> Prompt:
         """The token ids of one input (no truncation: a prompt longer than the context is an error)."""
         seed, chat = None, None
         if isinstance(item, Mapping):
@@ -146,98 +127,25 @@ class TextGeneration(Pipeline):
         except ChatTemplateError as error:
             raise ChatTemplateError(f"{self.task}: input {index}: {error}") from error
 
-    # ------------------------------------------------------------------ run
-    def __call__(self, inputs: Any, **options: Any) -> Any:
-        if _is_chat(inputs):  # transformers' spelling: a list of messages is one chat
-            inputs = {"messages": inputs}
-        opts = self.call_options(options)
-        if not opts.get("stream"):
-            return super().__call__(inputs, **options)
-        if isinstance(inputs, list | tuple):
-            raise ValueError(f"{self.task}: stream=True takes one input, not a list")
-        return self.stream(inputs, opts)
+    # ------------------------------------------------------------------ hooks of GeneratingPipeline
+    def normalize_input(self, inputs: Any) -> Any:
+        """transformers' spelling: a list of messages is one chat."""
+        return {"messages": inputs} if _is_chat(inputs) else inputs
 
-    def run(self, items: list[Any], options: dict[str, Any]) -> list[dict[str, Any]]:
-        return self.stream_many(items, [None] * len(items), **options)
-
-    def stream_many(self, items: Sequence[Any], sinks: Sequence[Callable[[str], None] | None],
-                    **options: Any) -> list[dict[str, Any]]:
-        """Generate for ``items`` (in batches of ``compile.batch_size``); each text chunk of input i goes
-        to ``sinks[i]`` as it is ready (None: no streaming). Returns the results. Serving uses this."""
-        opts = self.call_options(options)
-        config = self.generation_for(opts)
-        prompts = [self.prompt(i, x, opts, config) for i, x in enumerate(items)]
-        by_seed: dict[Any, list[int]] = {}
-        for i, p in enumerate(prompts):  # rows of one loop share a seed
-            by_seed.setdefault(p.seed if p.seed is not None else config.seed, []).append(i)
-        results: list[dict[str, Any]] = [{} for _ in items]
-        for seed, indices in by_seed.items():
-            for chunk in chunks(indices, self.options.compile.batch_size):
-                outs = self._generate([prompts[i] for i in chunk], config.update(seed=seed),
-                                      [sinks[i] for i in chunk])
-                for i, out in zip(chunk, outs):
-                    results[i] = self._result(prompts[i], out, opts)
-        return results
-
-    def _generate(self, prompts: list[Prompt], config: GenerationConfig,
-                  sinks: list[Callable[[str], None] | None]) -> list[tuple[list[list[int]], dict]]:
-        """One decoding loop; a partial batch is filled with copies of its first prompt."""
-        rows = [p.ids for p in prompts]
-        rows += [rows[0]] * (self.options.compile.batch_size - len(rows))
-        streams = [TextStream(self.decode, skip_prompt=False) if s else None for s in sinks]
-        pushed = [0] * len(sinks)
-
-        def on_step(new: list[list[int]]) -> None:
-            for i, (stream, sink) in enumerate(zip(streams, sinks)):
-                for token in new[i][pushed[i]:]:
-                    for chunk in stream.push([token]):
-                        sink(chunk)
-                pushed[i] = len(new[i])
-
+    def generate_batch(self, batch: list[Prompt], config: GenerationConfig, options: Mapping[str, Any],
+                       on_step: Callable[[list[list[int]]], None] | None) -> Generated:
+        """One decoding loop over the prompts, each row with its own positions and KV cache padding."""
         session = open_session(self.model, config.pad_id if config.pad_id is not None else 0)
-        out = generate(session, rows, config, decode=self.decode, max_position_embeddings=self.max_positions,
-                       on_step=on_step if any(sinks) else None)
-        for stream, sink in zip(streams, sinks):
-            for chunk in stream.end() if stream else []:
-                sink(chunk)
-        k = config.num_return_sequences if config.mode != "greedy" else 1
-        return [(out.sequences[i * k:(i + 1) * k], out.token_summaries[i]) for i in range(len(prompts))]
+        return generate(session, [p.ids for p in batch], config, decode=self.decode,
+                        max_position_embeddings=self.max_positions, on_step=on_step)
 
-    def _result(self, prompt: Prompt, out: tuple[list[list[int]], dict], options: Mapping) -> dict[str, Any]:
-        sequences, summary = out
-        prefix = prompt.text if options.get("return_full_text") else ""
-        return {"results": [{"text": prefix + self.decode(s), "token_summary": {**summary, "output": len(s)}}
-                            for s in sequences]}
+    def text_prefix(self, prepared: Prompt, options: Mapping[str, Any]) -> str:
+        """The prompt text under ``return_full_text=True``."""
+        return prepared.text if options.get("return_full_text") else ""
 
     def decode(self, ids: Sequence[int]) -> str:
         """New tokens to text, as transformers' pipeline decodes (special tokens skipped, spaces cleaned)."""
         return self.tokenizer.decode(ids, skip_special_tokens=True, clean_up_tokenization_spaces=True)
-
-    def stream(self, item: Any, options: Mapping[str, Any]) -> Iterator[Any]:
-        """The text chunks of one input as they are generated (a worker thread runs the loop)."""
-        opts = dict(options)
-        self.prompt(0, item, opts, self.generation_for(opts))  # bad input fails here, not in the iterator
-        chunks_: queue.Queue = queue.Queue()
-        outcome: list[Any] = []
-
-        def work() -> None:
-            try:
-                outcome.append(self.stream_many([item], [chunks_.put], **opts)[0])
-            except BaseException as error:  # handed to the consumer
-                outcome.append(error)
-            chunks_.put(None)
-
-        threading.Thread(target=work, name=f"{self.task}-stream", daemon=True).start()
-        return _drain(chunks_, outcome, bool(opts.get("stream_done")))
-
-
-def _drain(chunks_: queue.Queue, outcome: list[Any], done: bool) -> Iterator[Any]:
-    while (chunk := chunks_.get()) is not None:
-        yield chunk
-    if isinstance(outcome[0], BaseException):
-        raise outcome[0]
-    if done:
-        yield ("done", {"token_summary": outcome[0]["results"][0]["token_summary"]})
 
 
 def _is_chat(inputs: Any) -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import warnings
+from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
@@ -17,19 +18,18 @@ import numpy as np
 
 from ..converters.model import load
 from ..generation.config import GenerationConfig
-from ..generation.loop import generate
+from ..generation.loop import Generated, generate
 from ..generation.seq2seq import EncoderDecoderSession
 from ..tokenizer import SPECIAL_TOKENS, Tokenizer
-from .base import Pipeline, check_text
-from .options import chunks
+from .base import check_text
+from .generating import GENERATION_OPTIONS, STREAM_OPTIONS, GeneratingPipeline
 
 __all__ = ["Summarization", "TextToText", "Translation"]
 
 LANGUAGE_OPTIONS = ("source_language_token", "target_language_token")
-GENERATION_OPTIONS = GenerationConfig.fields()
 
 
-class TextToText(Pipeline):
+class TextToText(GeneratingPipeline):
     """Text in, generated text out: ``{"results": [{"text", "token_summary"}, ...]}``.
 
     >>> import transmuter_mlx as tm
@@ -48,7 +48,9 @@ class TextToText(Pipeline):
     """
 
     task = "text2text-generation"
-    defaults = MappingProxyType({n: None for n in (*LANGUAGE_OPTIONS, *GENERATION_OPTIONS)})
+    defaults = MappingProxyType(
+        {**{n: None for n in (*LANGUAGE_OPTIONS, *GENERATION_OPTIONS)}, **STREAM_OPTIONS}
+    )
 
     def __init__(self, source: Any = None, /, **options: Any) -> None:
         super().__init__(source, **options)
@@ -59,9 +61,7 @@ class TextToText(Pipeline):
             o.model if isinstance(o.model, EncoderDecoderSession) else self._load_session()
         )
         self.template = _language_slot(self.tokenizer)
-        self.generation_for(
-            self.options.extra
-        )  # options given at build time fail here, not at the first call
+        self.generation_for(dict(o.extra))  # options given at build time fail here, not at the first call
 
     def _load_session(self) -> EncoderDecoderSession:
         """The encoder and the merged decoder (else the first-step and with-past decoders) of the repo."""
@@ -78,14 +78,8 @@ class TextToText(Pipeline):
         return EncoderDecoderSession(load_("encoder_model"), *decoders, config=repo.config)
 
     # ------------------------------------------------------------------ options
-    def generation_for(self, options: dict[str, Any]) -> GenerationConfig:
-        """The GenerationConfig of a call: generation_config.json, then the options given."""
-        given = {k: v for k, v in options.items() if k in GENERATION_OPTIONS and v is not None}
-        config = self.generation.update(**given)
-        if config.max_new_tokens is not None and config.max_new_tokens <= 0:
-            raise ValueError(
-                f"{self.task}: max_new_tokens must be greater than 0, got {config.max_new_tokens}"
-            )
+    def configure(self, config: GenerationConfig, options: Mapping[str, Any]) -> GenerationConfig:
+        """The decoder start and the language tokens of a call (checked here, before any decoding)."""
         if config.start_id is None:
             raise ValueError(
                 f"{self.task}: {self.repo.name} has no decoder_start_token_id (nor bos_token_id) "
@@ -94,8 +88,14 @@ class TextToText(Pipeline):
         target = options.get("target_language_token")
         if target is not None:
             config = config.update(forced_bos_token_id=self.language_id(target, "target_language_token"))
-        if options.get("source_language_token") is not None:
-            self.language_id(options["source_language_token"], "source_language_token")
+        source = options.get("source_language_token")
+        if source is not None:
+            self.language_id(source, "source_language_token")
+            if self.template is None:
+                raise ValueError(
+                    f"{self.task}: source_language_token given, but the post-processor of the "
+                    f"tokenizer.json of {self.repo.name} has no language token to replace"
+                )
         return config
 
     def language_id(self, code: str, option: str) -> int:
@@ -111,67 +111,55 @@ class TextToText(Pipeline):
             f"such as 'fra_Latn' (NLLB) or '__fr__' (M2M100){example}"
         )
 
-    # ------------------------------------------------------------------ run
-    def run(self, items: list[Any], options: dict[str, Any]) -> list[dict[str, Any]]:
-        texts = [check_text(self.task, i, x) for i, x in enumerate(items)]
-        results = []
-        for sequences, summary in self.generate_ids(texts, options):
-            results.append(
-                {
-                    "results": [
-                        {
-                            "text": self.tokenizer.decode(
-                                s, skip_special_tokens=True, clean_up_tokenization_spaces=False
-                            ),
-                            "token_summary": {**summary, "output": len(s)},
-                        }
-                        for s in sequences
-                    ]
-                }
-            )
-        return results
+    # ------------------------------------------------------------------ hooks of GeneratingPipeline
+    def prepare(self, index: int, item: Any, options: Mapping[str, Any], config: GenerationConfig) -> str:
+        """One input: a str (the texts of a batch are encoded together, padded to one bucket)."""
+        return check_text(self.task, index, item)
 
-    def generate_ids(self, texts: list[str], options: dict[str, Any]) -> list[tuple[list[list[int]], dict]]:
-        """For each text: the new token ids of its returned sequences, and ``{"input", "padding"}``."""
-        config = self.generation_for({**self.options.extra, **options})
-        source = options.get("source_language_token", self.options.extra.get("source_language_token"))
-        per_input = config.num_return_sequences if config.mode != "greedy" else 1
-        out: list[tuple[list[list[int]], dict]] = []
-        for chunk in chunks(texts, self.options.compile.batch_size):
-            ids, mask, lengths = self.encode(list(chunk), source)
-            self.session.encode(ids, mask)
-            generated = generate(
-                self.session, [[config.start_id]] * len(chunk), config, decode=self.tokenizer.decode
-            )
-            for i, length in enumerate(lengths):
-                out.append(
-                    (
-                        generated.sequences[i * per_input : (i + 1) * per_input],
-                        {"input": length, "padding": int(ids.shape[1] - length)},
-                    )
-                )
+    def generate_batch(self, batch: list[str], config: GenerationConfig, options: Mapping[str, Any],
+                       on_step: Callable[[list[list[int]]], None] | None) -> Generated:
+        """The encoder on the batch's texts, then the decoder from ``decoder_start_token_id``; each
+        input's token summary counts its encoded text and the encoder padding of the batch."""
+        ids, mask, lengths = self.encode(batch, options.get("source_language_token"))
+        self.session.encode(ids, mask)
+        out = generate(self.session, [[config.start_id]] * len(batch), config, decode=self.tokenizer.decode,
+                       on_step=on_step)
+        out.token_summaries = [{"input": n, "output": s["output"], "padding": int(ids.shape[1] - n)}
+                               for n, s in zip(lengths, out.token_summaries)]
         return out
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """New tokens to text, as ``Text2TextGenerationPipeline`` (special tokens skipped, no clean-up)."""
+        return self.tokenizer.decode(ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+
+    def generate_ids(
+        self, texts: list[str], options: Mapping[str, Any]
+    ) -> list[tuple[list[list[int]], dict]]:
+        """For each text: the new token ids of its returned sequences, and ``{"input", "padding"}``."""
+        outputs = self.generate_outputs(texts, [None] * len(texts), self.call_options(options))
+        return [(seqs, {k: summary[k] for k in ("input", "padding")}) for _, (seqs, summary) in outputs]
 
     def encode(self, texts: list[str], source: str | None) -> tuple[np.ndarray, np.ndarray, list[int]]:
         """Padded (inputs, bucket) ids and mask, and each input's length; the source language token
         takes the place of the template's language token."""
         c, limit = self.options.compile, self.tokenizer.model_max_length
         buckets = list(c.lengths_for(limit))
-        enc = self.tokenizer.encode(texts, truncation=False, pad_to=buckets)
-        lengths = [int(n) for n in enc.attention_mask.sum(-1)]
-        if max(lengths) > buckets[-1]:
+        # truncated to the largest bucket; the overflow rows only tell which texts were cut
+        enc = self.tokenizer.encode(
+            texts, truncation=True, max_length=buckets[-1], pad_to=buckets, return_overflow=True
+        )
+        _, first = np.unique(enc.overflow_to_sample, return_index=True)  # each text's own row
+        cut = np.flatnonzero(np.bincount(enc.overflow_to_sample) > 1)
+        if len(cut):
+            full = self.tokenizer.encode([texts[i] for i in cut], truncation=False)
+            longest = int(full.attention_mask.sum(-1).max())
+            # stacklevel: the caller of pipe(...), through GeneratingPipeline's run and batch frames
             warnings.warn(
-                f"{self.task}: an input of {max(lengths)} tokens was truncated to {buckets[-1]}", stacklevel=4
+                f"{self.task}: an input of {longest} tokens was truncated to {buckets[-1]}", stacklevel=9
             )
-            enc = self.tokenizer.encode(texts, truncation=True, max_length=buckets[-1], pad_to=buckets)
-            lengths = [int(n) for n in enc.attention_mask.sum(-1)]
-        ids, mask = enc.input_ids.copy(), enc.attention_mask
-        if source is not None:
-            if self.template is None:
-                raise ValueError(
-                    f"{self.task}: source_language_token given, but the post-processor of the "
-                    f"tokenizer.json of {self.repo.name} has no language token to replace"
-                )
+        ids, mask = enc.input_ids[first], enc.attention_mask[first]
+        lengths = [int(n) for n in mask.sum(-1)]
+        if source is not None and self.template is not None:  # configure() checked that there is one
             position, _ = self.template
             left = self.tokenizer.padding_side == "left"
             for r, n in enumerate(lengths):

@@ -1,0 +1,227 @@
+"""The shared run, batching and streaming of the generation pipelines (text_generation, text_to_text).
+
+>>> import transmuter_mlx as tm
+>>> translate = tm.text.text_to_text("Xenova/opus-mt-en-de", num_beams=1)    # doctest: +SKIP
+>>> "".join(translate("The house is wonderful.", stream=True))              # doctest: +SKIP
+'Das Haus ist wunderbar.'
+
+:class:`GeneratingPipeline` owns everything between the inputs and the decoding loop that the
+generation tasks share:
+
+- ``pipe(x, stream=True)``: one input, an iterator of text chunks (a worker thread runs the loop),
+  ending with ``("done", {"token_summary": ...})`` under ``stream_done=True``;
+- ``stream_many(items, sinks)``: the batched run that ``tm.Serving`` streams through; a plain call is
+  ``stream_many`` without sinks;
+- batches of ``compile.batch_size`` inputs (inputs with different ``seed``s in different loops), a
+  partial batch filled with copies of its first input so that every loop runs the compiled shapes, and
+  the copies' outputs dropped;
+- the tokens of each streamed row going through a :class:`TextStream` to its sink;
+- the checks of a call's :class:`GenerationConfig` (``max_new_tokens``, what cannot stream).
+
+A task fills in the hooks: ``prepare`` (one input, checked), ``generate_batch`` (one decoding loop over
+a full batch), ``decode`` (new tokens to text), and optionally ``configure``, ``normalize_input`` and
+``text_prefix``.
+"""
+
+from __future__ import annotations
+
+import queue
+import sys
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from types import MappingProxyType
+from typing import Any
+
+from ..generation.config import GenerationConfig
+from ..generation.loop import Generated
+from ..generation.streaming import TextStream
+from .base import Pipeline
+from .options import chunks
+
+__all__ = ["GENERATION_OPTIONS", "STREAM_OPTIONS", "GeneratingPipeline", "Sink", "release_thread"]
+
+GENERATION_OPTIONS = GenerationConfig.fields()
+STREAM_OPTIONS = MappingProxyType({"stream": False, "stream_done": False})
+
+Sink = Callable[[str], None]
+Output = tuple[list[list[int]], dict[str, int]]  # an input's returned sequences and its token summary
+
+
+class GeneratingPipeline(Pipeline):
+    """A pipeline that runs a decoding loop: batching, streaming and the call's GenerationConfig.
+
+    Subclasses set ``self.generation`` (the repository's :class:`GenerationConfig`) and implement
+    :meth:`prepare`, :meth:`generate_batch` and :meth:`decode`. ``stream`` and ``stream_done`` must be
+    in their ``defaults`` (:data:`STREAM_OPTIONS`).
+    """
+
+    generation: GenerationConfig
+
+    def __init__(self, source: Any = None, /, **options: Any) -> None:
+        super().__init__(source, **options)
+        # one decoding loop at a time: a stream's worker thread and a later call share the model
+        self._loop_lock = threading.Lock()
+
+    # ------------------------------------------------------------------ hooks
+    def prepare(self, index: int, item: Any, options: Mapping[str, Any], config: GenerationConfig) -> Any:
+        """One input, checked and ready for :meth:`generate_batch` (a ``seed`` attribute, when it has
+        one, puts it in a loop of that seed). Bad input raises here, naming ``index``."""
+        raise NotImplementedError
+
+    def generate_batch(self, batch: list[Any], config: GenerationConfig, options: Mapping[str, Any],
+                       on_step: Callable[[list[list[int]]], None] | None) -> Generated:
+        """One decoding loop over ``batch`` (``compile.batch_size`` prepared inputs, copies included);
+        ``on_step`` goes to ``generate``. One token summary per input, input i's sequences at
+        ``sequences[i * n:(i + 1) * n]``."""
+        raise NotImplementedError
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """New token ids to text, as the task's transformers pipeline decodes them."""
+        raise NotImplementedError
+
+    def configure(self, config: GenerationConfig, options: Mapping[str, Any]) -> GenerationConfig:
+        """The task's own checks and settings of a call's config (default: none)."""
+        return config
+
+    def normalize_input(self, inputs: Any) -> Any:
+        """What a call's ``inputs`` mean before they are split into items (default: as given)."""
+        return inputs
+
+    def text_prefix(self, prepared: Any, options: Mapping[str, Any]) -> str:
+        """Text put in front of each generated text of an input (default: none)."""
+        return ""
+
+    # ------------------------------------------------------------------ options
+    def generation_for(self, options: Mapping[str, Any]) -> GenerationConfig:
+        """The GenerationConfig of a call: generation_config.json, then the options given."""
+        given = {k: v for k, v in options.items() if k in GENERATION_OPTIONS and v is not None}
+        config = self.generation.update(**given)
+        if config.max_new_tokens is not None and config.max_new_tokens <= 0:
+            raise ValueError(
+                f"{self.task}: max_new_tokens must be greater than 0, got {config.max_new_tokens}")
+        if options.get("stream") and config.mode == "beam":
+            # Marian's generation_config.json asks for 4 beams: say where the beams came from
+            origin = "" if "num_beams" in given else (
+                f", the default of the generation_config.json of {self.repo.name}")
+            raise ValueError(
+                f"{self.task}: beam search (num_beams={config.num_beams}{origin}) does not stream: a later "
+                "step can change the earlier tokens of the best beam; pass num_beams=1 to stream, or drop "
+                "stream=True")
+        if options.get("stream") and config.num_return_sequences > 1:
+            raise ValueError(f"{self.task}: stream=True streams one sequence; num_return_sequences must be "
+                             f"1, got {config.num_return_sequences}")
+        return self.configure(config, options)
+
+    # ------------------------------------------------------------------ run
+    def __call__(self, inputs: Any, **options: Any) -> Any:
+        inputs = self.normalize_input(inputs)
+        opts = self.call_options(options)
+        if not opts.get("stream"):
+            return super().__call__(inputs, **options)
+        if isinstance(inputs, list | tuple):
+            raise ValueError(f"{self.task}: stream=True takes one input, not a list")
+        return self.stream(inputs, opts)
+
+    def run(self, items: list[Any], options: dict[str, Any]) -> list[dict[str, Any]]:
+        return self.stream_many(items, [None] * len(items), **options)
+
+    def stream_many(self, items: Sequence[Any], sinks: Sequence[Sink | None],
+                    **options: Any) -> list[dict[str, Any]]:
+        """Generate for ``items`` (in batches of ``compile.batch_size``); each text chunk of input i goes
+        to ``sinks[i]`` as it is ready (None: no streaming). Returns the results. Serving uses this."""
+        opts = self.call_options(options)
+        if any(sinks):  # a sink streams, so the call must be one that can
+            opts["stream"] = True
+        outputs = self.generate_outputs(items, sinks, opts)
+        return [self.result(prepared, out, opts) for prepared, out in outputs]
+
+    def generate_outputs(self, items: Sequence[Any], sinks: Sequence[Sink | None],
+                         options: Mapping[str, Any]) -> list[tuple[Any, Output]]:
+        """For each item: its prepared input, the new token ids of its returned sequences and its token
+        summary. ``options`` are a call's checked options (``call_options``)."""
+        config = self.generation_for(options)
+        prepared = [self.prepare(i, x, options, config) for i, x in enumerate(items)]
+        by_seed: dict[Any, list[int]] = {}
+        for i, p in enumerate(prepared):  # the rows of one loop share a seed
+            seed = getattr(p, "seed", None)
+            by_seed.setdefault(seed if seed is not None else config.seed, []).append(i)
+        outputs: list[Output] = [([], {}) for _ in items]
+        for seed, indices in by_seed.items():
+            for chunk in chunks(indices, self.options.compile.batch_size):
+                outs = self._run_batch([prepared[i] for i in chunk], config.update(seed=seed), options,
+                                       [sinks[i] for i in chunk])
+                for i, out in zip(chunk, outs):
+                    outputs[i] = out
+        return list(zip(prepared, outputs))
+
+    def _run_batch(self, batch: list[Any], config: GenerationConfig, options: Mapping[str, Any],
+                   sinks: list[Sink | None]) -> list[Output]:
+        """One decoding loop. A partial batch is filled with copies of its first input so that the loop
+        runs the compiled shapes; the copies' outputs are dropped here."""
+        filled = batch + [batch[0]] * (self.options.compile.batch_size - len(batch))
+        streams = [TextStream(self.decode, skip_prompt=False) if s else None for s in sinks]
+        pushed = [0] * len(sinks)
+
+        def on_step(new: list[list[int]]) -> None:  # rows are inputs: streaming is greedy or one sample
+            for i, (stream, sink) in enumerate(zip(streams, sinks)):
+                if stream is None:
+                    continue
+                for token in new[i][pushed[i]:]:
+                    for chunk in stream.push([token]):
+                        sink(chunk)
+                pushed[i] = len(new[i])
+
+        with self._loop_lock:
+            out = self.generate_batch(filled, config, options, on_step if any(sinks) else None)
+        for stream, sink in zip(streams, sinks):
+            for chunk in stream.end() if stream else []:
+                sink(chunk)
+        k = config.num_return_sequences if config.mode != "greedy" else 1
+        return [(out.sequences[i * k:(i + 1) * k], out.token_summaries[i]) for i in range(len(batch))]
+
+    def result(self, prepared: Any, out: Output, options: Mapping[str, Any]) -> dict[str, Any]:
+        """``{"results": [{"text", "token_summary"}, ...]}``, one entry per returned sequence."""
+        sequences, summary = out
+        prefix = self.text_prefix(prepared, options)
+        return {"results": [{"text": prefix + self.decode(s), "token_summary": {**summary, "output": len(s)}}
+                            for s in sequences]}
+
+    # ------------------------------------------------------------------ streaming
+    def stream(self, item: Any, options: Mapping[str, Any]) -> Iterator[Any]:
+        """The text chunks of one input as they are generated (a worker thread runs the loop)."""
+        opts = {**options, "stream": True}
+        self.prepare(0, item, opts, self.generation_for(opts))  # bad input fails here, not in the iterator
+        pending: queue.Queue = queue.Queue()
+        outcome: list[Any] = []
+
+        def work() -> None:
+            try:
+                outcome.append(self.stream_many([item], [pending.put], **opts)[0])
+            except BaseException as error:  # handed to the consumer
+                outcome.append(error)
+            finally:
+                try:
+                    release_thread()  # before the end mark: the consumer may end the process right after it
+                finally:
+                    pending.put(None)
+
+        threading.Thread(target=work, name=f"{self.task}-stream", daemon=True).start()
+        return _drain(pending, outcome, bool(opts.get("stream_done")))
+
+
+def release_thread() -> None:
+    """Frees what MLX holds for the calling thread (its streams); call it last in a thread that ran a
+    model. MLX aborts the process at exit ("terminate called without an active exception") when a
+    finished thread's streams are left for its own teardown (ml-explore/mlx#3126, #4110)."""
+    clear = getattr(sys.modules.get("mlx.core"), "clear_streams", None)  # no import: torch-only runs
+    if clear is not None:
+        clear()
+
+
+def _drain(pending: queue.Queue, outcome: list[Any], done: bool) -> Iterator[Any]:
+    while (chunk := pending.get()) is not None:
+        yield chunk
+    if isinstance(outcome[0], BaseException):
+        raise outcome[0]
+    if done:
+        yield ("done", {"token_summary": outcome[0]["results"][0]["token_summary"]})
