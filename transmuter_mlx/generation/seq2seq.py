@@ -34,6 +34,8 @@ from typing import Any
 
 import numpy as np
 
+from .sessions_common import token_column
+
 __all__ = ["EncoderDecoderSession", "Seq2SeqCache"]
 
 _PAST = re.compile(r"^past_key_values\.(\d+)\.(decoder|encoder)\.(key|value)$")
@@ -155,8 +157,7 @@ class EncoderDecoderSession:
 
     def step(self, tokens: np.ndarray) -> Any:
         """Run one token per row; the cross-attention cache is passed through unchanged."""
-        ids = np.asarray(tokens, np.int64).reshape(-1, 1)
-        feeds = {"input_ids": ids, "encoder_attention_mask": self._rows_mask, **self.cache}
+        feeds = {"input_ids": token_column(self.B, tokens), "encoder_attention_mask": self._rows_mask, **self.cache}
         model = self.decoder
         if self.merged:
             feeds["encoder_hidden_states"] = self._rows_hidden
