@@ -65,6 +65,7 @@ class Model:
     def __call__(self, feeds: Mapping[str, Any]) -> dict[str, Any]:
         """Run the model on ``feeds`` (numpy or backend arrays); returns backend arrays by name."""
         arrays = self._check_feeds(feeds)
+        self.backend.prepare_thread()
         key = tuple((n, _signature(a, self.backend)) for n, a in arrays.items())
         exe = self._executables.get(key)
         if exe is None:

@@ -34,7 +34,7 @@ from concurrent.futures import TimeoutError as FutureTimeoutError
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .pipelines.generating import release_thread
+from .converters.backends.threads import release_thread
 from .pipelines.options import as_list
 
 __all__ = ["Serving", "ServingClosedError", "ServingStats"]

@@ -172,6 +172,11 @@ class Backend(Protocol):
         """``fn`` traced for its shapes where the library can (``mx.compile``), else ``fn``."""
         ...
 
+    def prepare_thread(self) -> None:
+        """Called by ``Model`` before each run, on the running thread: mlx releases the thread's streams
+        when it ends (``threads.track_thread``)."""
+        ...
+
     def start(self, *arrays: Array) -> None:
         """Begin computing ``arrays`` without waiting for them (``mx.async_eval``); a no-op where
         arrays are computed when made. The decoding loop starts a step before it reads the last tokens."""

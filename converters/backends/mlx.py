@@ -10,6 +10,7 @@ import numpy as np
 
 from . import mlx_fastmath as fastmath
 from .base import BINARY, REDUCE, UNARY
+from .threads import track_thread
 
 _TO_MX = {
     np.dtype(np.bool_): mx.bool_,
@@ -48,6 +49,9 @@ class MlxBackend:
 
     def start(self, *arrays: Any) -> None:
         mx.async_eval(*[a for a in arrays if isinstance(a, mx.array)])
+
+    def prepare_thread(self) -> None:
+        track_thread()
 
     def asarray(self, x: Any, dtype: Any = None) -> mx.array:
         if isinstance(x, mx.array):

@@ -30,6 +30,9 @@ class NumpyBackend:
     def start(self, *arrays: Any) -> None:
         pass  # computed when made
 
+    def prepare_thread(self) -> None:
+        pass
+
     def asarray(self, x: Any, dtype: Any = None) -> np.ndarray:
         return np.asarray(x, dtype=dtype)
 

@@ -55,6 +55,9 @@ class TorchBackend:
     def start(self, *arrays: Any) -> None:
         pass  # eager: computed when made (CUDA queues them already)
 
+    def prepare_thread(self) -> None:
+        pass
+
     def asarray(self, x: Any, dtype: Any = None) -> torch.Tensor:
         if isinstance(x, torch.Tensor):
             return x if dtype is None else x.to(_TO_TORCH[np.dtype(dtype)])

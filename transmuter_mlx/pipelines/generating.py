@@ -26,19 +26,19 @@ a full batch), ``decode`` (new tokens to text), and optionally ``configure``, ``
 from __future__ import annotations
 
 import queue
-import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
+from ..converters.backends.threads import release_thread
 from ..generation.config import GenerationConfig
 from ..generation.loop import Generated
 from ..generation.streaming import TextStream
 from .base import Pipeline
 from .options import chunks
 
-__all__ = ["GENERATION_OPTIONS", "STREAM_OPTIONS", "GeneratingPipeline", "Sink", "release_thread"]
+__all__ = ["GENERATION_OPTIONS", "STREAM_OPTIONS", "GeneratingPipeline", "Sink"]
 
 GENERATION_OPTIONS = GenerationConfig.fields()
 STREAM_OPTIONS = MappingProxyType({"stream": False, "stream_done": False})
@@ -207,15 +207,6 @@ class GeneratingPipeline(Pipeline):
 
         threading.Thread(target=work, name=f"{self.task}-stream", daemon=True).start()
         return _drain(pending, outcome, bool(opts.get("stream_done")))
-
-
-def release_thread() -> None:
-    """Frees what MLX holds for the calling thread (its streams); call it last in a thread that ran a
-    model. MLX aborts the process at exit ("terminate called without an active exception") when a
-    finished thread's streams are left for its own teardown (ml-explore/mlx#3126, #4110)."""
-    clear = getattr(sys.modules.get("mlx.core"), "clear_streams", None)  # no import: torch-only runs
-    if clear is not None:
-        clear()
 
 
 def _drain(pending: queue.Queue, outcome: list[Any], done: bool) -> Iterator[Any]:
