@@ -19,6 +19,7 @@ Masks that depend on the tokens are built on the host and applied with backend o
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -54,7 +55,21 @@ def _fill(B: Any, scores: Any, mask: np.ndarray, value: float = NEG_INF) -> Any:
     """``scores`` with ``value`` where the host bool ``mask`` (rows, vocab) is set."""
     if not mask.any():
         return scores
-    return B.where(B.asarray(mask), B.full(B.shape(scores), value, np.float32), scores)
+    return B.where(B.asarray(mask), B.full((), value, np.float32), scores)
+
+
+def _fill_rows(B: Any, scores: Any, rows: Sequence[int], columns: Sequence[int], value: float = NEG_INF) -> Any:
+    """``scores`` with ``value`` at ``columns`` of ``rows``; the device mask is made once per rows and
+    columns (a processor such as min_new_tokens masks the same cells at every step)."""
+    if not len(rows) or not len(columns):
+        return scores
+    mask = _device_mask(B, tuple(B.shape(scores)), tuple(rows), tuple(columns))
+    return B.where(mask, B.full((), value, np.float32), scores)
+
+
+@functools.lru_cache(maxsize=32)
+def _device_mask(B: Any, shape: tuple[int, ...], rows: tuple[int, ...], columns: tuple[int, ...]) -> Any:
+    return B.asarray(_row_mask(shape, rows, columns))
 
 
 def _row_mask(shape: tuple[int, ...], rows: Sequence[int], columns: Sequence[int]) -> np.ndarray:
@@ -137,7 +152,7 @@ class MinLength:
 
     def __call__(self, B: Any, scores: Any, rows: Rows) -> Any:
         short = [r for r, t in enumerate(rows.tokens) if len(t) < rows.min_lengths[r]]
-        return _fill(B, scores, _row_mask(B.shape(scores), short, self.eos_token_id))
+        return _fill_rows(B, scores, short, self.eos_token_id)
 
 
 @dataclass(frozen=True)
@@ -150,18 +165,15 @@ class MinNewTokens:
 
     def __call__(self, B: Any, scores: Any, rows: Rows) -> Any:
         short = [r for r, t in enumerate(rows.tokens) if len(t) - rows.prompt_lengths[r] < self.min_new_tokens]
-        return _fill(B, scores, _row_mask(B.shape(scores), short, self.eos_token_id))
+        return _fill_rows(B, scores, short, self.eos_token_id)
 
 
 def _force(B: Any, scores: Any, rows: Sequence[int], token_ids: Sequence[int]) -> Any:
     """Rows ``rows`` become -inf except ``token_ids``, which become 0."""
-    shape = B.shape(scores)
-    forced = _row_mask(shape, rows, list(range(shape[-1])))
-    if not forced.any():
+    if not len(rows):
         return scores
-    zero = _row_mask(shape, rows, token_ids)
-    scores = _fill(B, scores, forced)
-    return _fill(B, scores, zero, 0.0)
+    scores = _fill_rows(B, scores, rows, range(B.shape(scores)[-1]))
+    return _fill_rows(B, scores, rows, token_ids, 0.0)
 
 
 @dataclass(frozen=True)
