@@ -194,6 +194,25 @@ def test_fp32_matches_transformers():
         assert mine == out[0, len(prompt):].tolist()
 
 
+@pytest.mark.parametrize("backend", ["mlx", "torch"])
+def test_fp32_beam_search_matches_transformers(backend):
+    """Beams are batch rows of the in-place buffer: reordering them gathers the buffer's rows."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    reference = transformers.AutoModelForCausalLM.from_pretrained(_folder()).eval()
+    options = dict(num_beams=4, length_penalty=1.3, early_stopping=False, num_return_sequences=2, max_new_tokens=16)
+    prompts = _prompts((6, 3), seed=3)
+    ours = generate(open_session(_model("model.onnx", backend), 0), prompts, _config(min_new_tokens=None, **options))
+    config = _config()
+    fill = config.pad_id if config.pad_id is not None else config.eos_ids[0]
+    for i, prompt in enumerate(prompts):
+        with torch.no_grad():
+            theirs = reference.generate(torch.tensor([prompt]), attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
+                                        do_sample=False, **options)[:, len(prompt):].tolist()
+        mine = ours.sequences[2 * i:2 * i + 2]
+        assert [s + [fill] * (len(theirs[0]) - len(s)) for s in mine] == theirs
+
+
 def test_beam_search_and_growth_past_the_reserve():
     model = _model("model.onnx", "mlx")
     prompts = _prompts((4, 7), seed=2)

@@ -93,30 +93,39 @@ def test_greedy_matches_generate(name, file, backend):
         for n, t in zip(PROMPT_LENGTHS, theirs)]
 
 
-@pytest.mark.parametrize("name,file", [("llama", "model.onnx"), ("gpt2-merged", "decoder_model_merged.onnx")])
-def test_beam_search_matches_generate(name, file):
+BEAMS = [(3, 0.8, True, 2), (4, 1.5, False, 3), (4, 0.6, "never", 1)]  # beams, length_penalty, early_stopping, returned
+
+
+@pytest.mark.parametrize("backend", ["mlx", "torch"])
+@pytest.mark.parametrize("beams,length_penalty,early_stopping,returned", BEAMS)
+@pytest.mark.parametrize("name,file", [("llama", "model.onnx"), ("gpt2-merged", "decoder_model_merged.onnx"),
+                                       ("qwen2", "model.onnx")])
+def test_beam_search_matches_generate(name, file, beams, length_penalty, early_stopping, returned, backend):
     prompts = _prompts(1, (4, 7))
-    options = dict(num_beams=3, length_penalty=0.8, early_stopping=True, num_return_sequences=2, max_new_tokens=20)
-    ours = _run(name, file, "mlx", prompts, **options)
+    options = dict(num_beams=beams, length_penalty=length_penalty, early_stopping=early_stopping,
+                   num_return_sequences=returned, max_new_tokens=20)
+    ours = _run(name, file, backend, prompts, **options)
+    config = GenerationConfig.from_repo(_folder(name))
+    fill = config.pad_id if config.pad_id is not None else config.eos_ids[0]
     for i, prompt in enumerate(prompts):
         with torch.no_grad():
             theirs = _reference(name).generate(torch.tensor([prompt]), do_sample=False,
                                                attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
                                                **options)[:, len(prompt):].tolist()
-        fill = GenerationConfig.from_repo(_folder(name)).pad_id or GenerationConfig.from_repo(_folder(name)).eos_ids[0]
-        mine = ours.sequences[2 * i:2 * i + 2]
+        mine = ours.sequences[returned * i:returned * (i + 1)]
         assert [s + [fill] * (len(theirs[0]) - len(s)) for s in mine] == theirs
 
 
+@pytest.mark.parametrize("backend", ["mlx", "torch"])
 @pytest.mark.parametrize("name,file", [("llama", "model.onnx"), ("gpt2-merged", "decoder_model_merged.onnx")])
-def test_seeded_sampling_is_reproducible_across_batches(name, file):
+def test_seeded_sampling_is_reproducible_across_batches(name, file, backend):
     prompts = _prompts(2)
     options = dict(do_sample=True, temperature=0.9, top_k=40, top_p=0.95, max_new_tokens=24, seed=1234)
-    batch = _run(name, file, "mlx", prompts, **options).sequences
-    assert batch == _run(name, file, "mlx", prompts, **options).sequences
-    assert [_run(name, file, "mlx", [p], **options).sequences[0] for p in prompts] == batch
-    assert _run(name, file, "mlx", prompts[:1], **{**options, "seed": 99}).sequences[0] != batch[0]
-    copies = _run(name, file, "mlx", prompts[:2], **{**options, "num_return_sequences": 3}).sequences
+    batch = _run(name, file, backend, prompts, **options).sequences
+    assert batch == _run(name, file, backend, prompts, **options).sequences
+    assert [_run(name, file, backend, [p], **options).sequences[0] for p in prompts] == batch
+    assert _run(name, file, backend, prompts[:1], **{**options, "seed": 99}).sequences[0] != batch[0]
+    copies = _run(name, file, backend, prompts[:2], **{**options, "num_return_sequences": 3}).sequences
     assert len(copies) == 6 and len({tuple(s) for s in copies[:3]}) > 1
 
 
