@@ -52,7 +52,6 @@ class Program:
     """A graph with every node resolved to an op; subgraphs are resolved on first use."""
 
     def __init__(self, graph: onnx.GraphProto, opsets: Mapping[str, int]):
-        self.graph = graph
         self.opsets = dict(opsets)
         self.input_names = [i.name for i in graph.input]
         self.output_names = [o.name for o in graph.output]
@@ -75,11 +74,26 @@ class Program:
         for a in node.attribute:
             value = attribute_value(a)
             if a.type == onnx.AttributeProto.GRAPH:
+                # a copy of its own: a reference would keep the whole model proto (weights) alive
+                value = onnx.GraphProto()
+                value.CopyFrom(a.g)
                 subgraphs[a.name] = value
             attrs[a.name] = value
         name = node.name or f"{node.op_type}_{index}"
         captures = tuple(sorted(set(_node_reads(node)) - set(node.input))) if subgraphs else ()
         return Step(name, spec, attrs, tuple(node.input), tuple(node.output), subgraphs, captures)
+
+    def share_weights(self, B: Backend, min_size: int = 1024) -> None:
+        """Hold each large initializer once: its device copy is made now (every signature reads it)
+        and the host value becomes a view of that copy, where the device memory is the host's
+        (``B.host_view``: mlx, torch on the CPU). Elsewhere (CUDA) both copies stay."""
+        for name, value in self.initializers.items():
+            if not isinstance(value, np.ndarray) or value.size < min_size or not B.supports_dtype(value.dtype):
+                continue
+            device = self.device_constants.setdefault((name, B.name), _to_device(value, B))
+            view = B.host_view(device)
+            if view is not None and view.dtype == value.dtype and view.shape == value.shape:
+                self.initializers[name] = view
 
     def subprogram(self, graph: onnx.GraphProto) -> Program:
         key = id(graph)
@@ -343,8 +357,10 @@ class Executable:
             self.compiled = False
             return
         self._build_replay(trace, feeds)
-        # host values a subgraph may capture from the outer scope
-        self._host_env = {k: v for k, v in interp.env.items() if is_host(v)}
+        # host values a subgraph may capture from the outer scope (only those: the planning walk's
+        # other host values include folded weights, which a replay holds on the device already)
+        captured = {n for step, _ in self.steps for n in step.captures}
+        self._host_env = {k: v for k, v in interp.env.items() if k in captured and is_host(v)}
         self._interp = Interpreter(program, backend, sync=False)
         self.compiled = compile
         self.traced = compile and backend.traces

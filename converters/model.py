@@ -42,12 +42,14 @@ class Model:
     """
 
     def __init__(
-        self, proto: onnx.ModelProto, backend: Backend, name: str = "<model>", dtype: Any = None, compile: bool = True
+        self, proto: onnx.ModelProto, backend: Backend, name: str = "<model>", dtype: Any = None, compile: bool = True,
+        owned: bool = False,
     ):
         self.name = name
         self.compile = compile
         self.backend = backend
         opsets = {normalize_domain(o.domain): o.version for o in proto.opset_import}
+        given = proto  # ``owned``: read by ``load`` from a file or bytes, so its weights may be dropped
         if proto.functions:
             proto = onnx.inliner.inline_local_functions(proto)
         proto, opsets = expand_functions(proto, opsets)  # ops the spec defines as functions of others
@@ -55,6 +57,9 @@ class Model:
         self.program = Program(proto.graph, opsets)
         if dtype is not None:
             _cast_float_initializers(self.program, np.dtype(dtype))
+        self.program.share_weights(backend)  # one copy of each weight: the device's (a view on the host)
+        if owned or proto is not given:
+            _drop_weights(proto)  # the proto's own copy (Program read them); nobody else holds this proto
         self.dtype = None if dtype is None else np.dtype(dtype)
         initializer_names = set(self.program.initializers)
         self.inputs = [_info(v) for v in proto.graph.input if v.name not in initializer_names]
@@ -139,7 +144,7 @@ def load(
     """
     B = get_backend(backend, device) if isinstance(backend, str) else backend
     proto, name = read_model(source)
-    return Model(proto, B, name, dtype, compile)
+    return Model(proto, B, name, dtype, compile, owned=not isinstance(source, onnx.ModelProto))
 
 
 def read_model(source: Source) -> tuple[onnx.ModelProto, str]:
@@ -244,6 +249,12 @@ def _shape_str(info: TensorInfo) -> str:
 
 def _describe_inputs(infos: list[TensorInfo]) -> str:
     return ", ".join(f"{i.name}: {i.dtype} {_shape_str(i)}" for i in infos)
+
+
+def _drop_weights(proto: onnx.ModelProto) -> None:
+    """Free the initializers of a proto the Program has read (the graph's nodes and inputs stay)."""
+    del proto.graph.initializer[:]
+    del proto.graph.sparse_initializer[:]
 
 
 def _cast_float_initializers(program: Program, dtype: np.dtype) -> None:

@@ -214,3 +214,15 @@ def test_task_table_and_variant():
     pipe = tm.pipeline("text-generation", str(build("llama")), max_new_tokens=2)
     assert str(pipe.model.name).endswith("model_q4.onnx")  # the task default variant
     assert tm.pipeline("generation", str(build("llama")), variant="fp32").task == "text-generation"
+
+
+def test_cli_streams_each_input_on_its_line(capsys):
+    from transmuter_mlx.__main__ import main
+
+    folder = str(build("llama"))
+    texts = ["Once upon a time", "The cat"]
+    expected = [_pipe("llama")(t, max_new_tokens=12)["results"][0]["text"] for t in texts]
+    assert main(["text-generation", folder, *texts, "--stream", "--variant", "fp32", "--option", "max_new_tokens=12"]) == 0
+    assert capsys.readouterr().out == "".join(t + "\n" for t in expected)
+    assert main(["text-generation", folder, "x", "--stream", "--option", "num_beams=2"]) == 2
+    assert "does not stream" in capsys.readouterr().err

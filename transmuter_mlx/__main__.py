@@ -8,6 +8,7 @@ are printed as JSON, one line per input (arrays as lists). Structured inputs:
 ``--labels a,b,c`` (zero-shot classification), ``--query Q`` with the documents as INPUTs
 (ranking: one input), ``--pair TEXT`` (each INPUT paired with TEXT, text classification).
 Task options go in ``--option key=value`` (the value is parsed as JSON when it can be).
+``--stream`` (the generation tasks) prints each input's text as it is generated, a line per input.
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--variant", help="ONNX variant: fp32, fp16, q8, q4, ...")
     parser.add_argument("--offline", action="store_true", help="use only the Hugging Face cache")
     parser.add_argument("--batch-size", type=int, help="rows per compiled batch")
+    parser.add_argument("--stream", action="store_true",
+                        help="print the generated text as it comes (text-generation, text2text, translation, ...)")
     parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", help="a task option")
     parser.add_argument("--question", help="question answering: the question")
     parser.add_argument("--context", help="question answering: the context")
@@ -88,6 +91,19 @@ def list_all() -> str:
     return "\n".join(lines)
 
 
+def print_streams(pipe: Any, inputs: list[Any]) -> int:
+    """Each input's text chunks to stdout as they are generated, then a newline."""
+    if not callable(getattr(pipe, "stream_many", None)):
+        raise ValueError(f"{pipe.task}: --stream is for the generation tasks (text-generation, text2text-generation, "
+                         "translation, summarization)")
+    for item in inputs:
+        for chunk in pipe(item, stream=True):
+            sys.stdout.write(chunk)
+            sys.stdout.flush()
+        sys.stdout.write("\n")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["list"]:
@@ -116,8 +132,11 @@ def main(argv: list[str] | None = None) -> int:
     texts = list(args.inputs)
     if not texts and not (args.question is not None and args.context is not None):
         texts = [line.rstrip("\n") for line in sys.stdin]
+    stream = args.stream or bool(options.pop("stream", False))
     try:
         pipe = pipeline(args.task, args.model, **options)
+        if stream:
+            return print_streams(pipe, make_inputs(args, texts))
         results = pipe(make_inputs(args, texts))
     except (TypeError, ValueError, OSError) as e:  # bad task, option, input or repository
         print(f"error: {e}", file=sys.stderr)

@@ -66,6 +66,13 @@ class MlxBackend:
             return np.asarray(x.view(mx.uint16)).view(_BF16)
         return np.asarray(x)
 
+    def host_view(self, x: Any) -> np.ndarray | None:
+        # MLX's memory is the host's on the CPU and on Apple silicon (unified), not under CUDA
+        on_cuda = mx.default_device() == mx.gpu and not mx.metal.is_available()
+        if on_cuda or x.dtype == mx.bfloat16:
+            return None
+        return np.asarray(x)
+
     def is_array(self, x: Any) -> bool:
         return isinstance(x, mx.array)
 

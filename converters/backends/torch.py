@@ -68,6 +68,11 @@ class TorchBackend:
             a = np.array(a)  # torch wants a writable, contiguous buffer
         return torch.from_numpy(a).to(self.device)
 
+    def host_view(self, x: Any) -> np.ndarray | None:
+        if x.device.type != "cpu" or x.dtype == torch.bfloat16:
+            return None
+        return x.detach().numpy()
+
     def to_numpy(self, x: Any) -> np.ndarray:
         if isinstance(x, torch.Tensor):
             x = x.detach().cpu()

@@ -1,0 +1,47 @@
+"""A loaded model holds each weight once: the device copy, with the host value a view of it (mlx, and
+torch on the CPU), and no copy left in the ONNX proto it read. Outputs are checked against onnxruntime."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+
+import transmuter_mlx as tm
+from tests.fixtures import TINY_BERT, build
+
+ort = pytest.importorskip("onnxruntime")
+
+
+def _feeds(rows: int = 2, length: int = 7) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(0)
+    ids = rng.integers(5, 90, (rows, length)).astype(np.int64)
+    return {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)}
+
+
+def _large(model: tm.Model) -> dict[str, np.ndarray]:
+    return {n: v for n, v in model.program.initializers.items() if isinstance(v, np.ndarray) and v.size >= 1024}
+
+
+@pytest.mark.parametrize("backend", ["mlx", "torch"])
+def test_host_weights_are_views_of_the_device_copies(backend):
+    path = build(TINY_BERT) / "onnx" / "model.onnx"
+    model = tm.load(str(path), backend=backend)
+    large = _large(model)
+    assert large, "the fixture has weights of 1024 values or more"
+    B = model.backend
+    for name, host in large.items():
+        device = model.program.device_constants[(name, B.name)]
+        assert not host.flags.owndata and np.shares_memory(host, B.host_view(device)), name
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    for feeds in (_feeds(2, 7), _feeds(3, 5)):  # a second signature reads the same device weights
+        got = B.to_numpy(model(feeds)["last_hidden_state"])
+        np.testing.assert_allclose(got, session.run(["last_hidden_state"], feeds)[0], rtol=1e-4, atol=1e-5)
+
+
+def test_a_callers_proto_keeps_its_weights():
+    proto = onnx.load(str(build(TINY_BERT) / "onnx" / "model.onnx"))
+    count = len(proto.graph.initializer)
+    model = tm.load(proto)
+    assert len(proto.graph.initializer) == count and count > 0
+    assert "last_hidden_state" in model(_feeds())
