@@ -261,21 +261,33 @@ def find_matches(graph: onnx.GraphProto, opsets: dict[str, int]) -> list[_Match]
     return matches
 
 
-def fuse(proto: onnx.ModelProto, opsets: dict[str, int]) -> tuple[onnx.ModelProto, dict[str, int]]:
-    """``proto`` with its fusable chains rewritten (a copy; the caller's is never edited), and its
-    opsets with the fused nodes' domains added."""
+def fuse(
+    proto: onnx.ModelProto, opsets: dict[str, int], in_place: bool = False
+) -> tuple[onnx.ModelProto, dict[str, int]]:
+    """``proto`` with its fusable chains rewritten, and its opsets with the fused nodes' domains added.
+
+    The caller's proto is never edited: the result is a copy, unless ``in_place`` (a proto the caller
+    read for this model), where the nodes are rewritten in place so that the weights are not copied.
+    """
     matches = find_matches(proto.graph, opsets)
     if not matches:
         return proto, opsets
     graph = proto.graph
     replace = {m.removed[-1]: m.node for m in matches}
     removed = {i for m in matches for i in m.removed}
-    nodes = [replace.get(i, n) for i, n in enumerate(graph.node) if i in replace or i not in removed]
-    nodes = _drop_dead_constants(nodes, graph)
-    out = onnx.ModelProto()
-    out.CopyFrom(proto)
-    del out.graph.node[:]
-    out.graph.node.extend(nodes)
+    kept = [i for i in range(len(graph.node)) if i in replace or i not in removed]
+    kept = _without_dead_constants(kept, [replace.get(i, graph.node[i]) for i in kept], graph)
+    if in_place:
+        out = proto
+        for i, node in replace.items():
+            out.graph.node[i].CopyFrom(node)
+        for i in sorted(set(range(len(graph.node))) - set(kept), reverse=True):
+            del out.graph.node[i]
+    else:
+        out = onnx.ModelProto()
+        out.CopyFrom(proto)
+        del out.graph.node[:]
+        out.graph.node.extend(replace.get(i, graph.node[i]) for i in kept)
     opsets = dict(opsets)
     for domain in {d for _, _, d in _PATTERNS if any(m.node.domain == d for m in matches)}:
         if domain not in opsets:
@@ -284,9 +296,10 @@ def fuse(proto: onnx.ModelProto, opsets: dict[str, int]) -> tuple[onnx.ModelProt
     return out, opsets
 
 
-def _drop_dead_constants(nodes: list[onnx.NodeProto], graph: onnx.GraphProto) -> list[onnx.NodeProto]:
-    """Without the ``Constant`` nodes that only the replaced nodes read."""
+def _without_dead_constants(kept: list[int], nodes: list[onnx.NodeProto], graph: onnx.GraphProto) -> list[int]:
+    """``kept`` (the indices of ``nodes``) without the ``Constant`` nodes that only the replaced nodes read."""
     read = {name for n in nodes for name in _node_reads(n)} | {o.name for o in graph.output}
     return [
-        n for n in nodes if n.op_type != "Constant" or normalize_domain(n.domain) != "" or n.output[0] in read
+        i for i, n in zip(kept, nodes)
+        if n.op_type != "Constant" or normalize_domain(n.domain) != "" or n.output[0] in read
     ]

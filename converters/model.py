@@ -53,7 +53,8 @@ class Model:
         if proto.functions:
             proto = onnx.inliner.inline_local_functions(proto)
         proto, opsets = expand_functions(proto, opsets)  # ops the spec defines as functions of others
-        proto, opsets = fuse(proto, opsets)  # exported GELU/attention chains as single fused nodes
+        # exported GELU/attention chains as single fused nodes (in place in a proto of our own)
+        proto, opsets = fuse(proto, opsets, in_place=owned or proto is not given)
         self.program = Program(proto.graph, opsets)
         if dtype is not None:
             _cast_float_initializers(self.program, np.dtype(dtype))

@@ -242,3 +242,19 @@ def test_minilm_fixture_fused():
         got = [np.asarray(m.backend.to_numpy(v)) for v in m(feeds).values()]
         for r, g in zip(ref, got):
             np.testing.assert_allclose(g, r, rtol=1e-4, atol=1e-4, err_msg=backend)
+
+
+def test_in_place_fusion_rewrites_the_nodes_as_the_copy_does():
+    """A proto read for the model is fused in place (no copy of its weights); the nodes are the copy's."""
+    from tests.fixtures import MINILM_BERT, build
+    from transmuter_mlx.converters.fusion import fuse
+
+    path = build(MINILM_BERT) / "onnx/model.onnx"
+    original = onnx.load(str(path))
+    opsets = {o.domain: o.version for o in original.opset_import}
+    copied, copied_opsets = fuse(original, opsets)
+    assert copied is not original and len(copied.graph.node) < len(original.graph.node)
+    edited, edited_opsets = fuse(original, opsets, in_place=True)
+    assert edited is original and edited_opsets == copied_opsets
+    assert [n.SerializeToString() for n in edited.graph.node] == [n.SerializeToString() for n in copied.graph.node]
+    assert [o.SerializeToString() for o in edited.opset_import] == [o.SerializeToString() for o in copied.opset_import]
