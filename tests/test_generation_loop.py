@@ -125,7 +125,10 @@ def test_seeded_sampling_is_reproducible_across_batches(name, file, backend):
     assert batch == _run(name, file, backend, prompts, **options).sequences
     assert [_run(name, file, backend, [p], **options).sequences[0] for p in prompts] == batch
     assert _run(name, file, backend, prompts[:1], **{**options, "seed": 99}).sequences[0] != batch[0]
-    copies = _run(name, file, backend, prompts[:2], **{**options, "num_return_sequences": 3}).sequences
+    copied = _run(name, file, backend, prompts[:2], **{**options, "num_return_sequences": 3})
+    copies = copied.sequences
+    single = _run(name, file, backend, prompts[:2], **options)
+    assert [t["padding"] for t in copied.token_summaries] == [t["padding"] for t in single.token_summaries]
     assert len(copies) == 6 and len({tuple(s) for s in copies[:3]}) > 1
 
 

@@ -65,7 +65,8 @@ class DecoderSession(Protocol):
 @dataclass
 class Generated:
     """The new tokens of each returned sequence (input i's are ``sequences[i * n: (i + 1) * n]`` for
-    n = ``num_return_sequences``), beam scores (beam search), and a token summary per input."""
+    n = ``num_return_sequences``), beam scores (beam search), and a token summary per input (its
+    ``padding`` is that of the input's row, counted once however many sequences the input returns)."""
 
     sequences: list[list[int]]
     token_summaries: list[dict[str, int]]
@@ -125,7 +126,7 @@ def generate(
     sequences = [t[len(p):] for t, p in zip(info.tokens, rows)]
     padding = list(getattr(session, "padding", None) or [0] * len(rows))
     summaries = [{"input": len(p), "output": sum(len(s) for s in sequences[i * copies:(i + 1) * copies]),
-                  "padding": int(sum(padding[i * copies:(i + 1) * copies]))} for i, p in enumerate(prompts)]
+                  "padding": int(padding[i * copies])} for i, p in enumerate(prompts)]
     return Generated(sequences, summaries, None, stopped_by)
 
 
