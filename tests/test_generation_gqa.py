@@ -228,3 +228,38 @@ def test_beam_search_and_growth_past_the_reserve():
         logits = session.step(np.asarray(tokens[-1:]))
     assert B.shape(session.cache["past_key_values.0.key"])[2] == 32
     assert tokens == _ort_loop("model.onnx", prompts[:1])[0]
+
+
+def _with_position_ids(file: str) -> Any:
+    """The file as transformers.js-style GQA exports have it: a ``position_ids`` input that every
+    GroupQueryAttention reads for its rotary positions (input 9)."""
+    proto = onnx.ModelProto()
+    proto.CopyFrom(_proto(file))
+    proto.graph.input.append(onnx.helper.make_tensor_value_info("position_ids", onnx.TensorProto.INT64,
+                                                                ["batch_size", "sequence_length"]))
+    for node in proto.graph.node:
+        if node.op_type == "GroupQueryAttention":
+            inputs = list(node.input) + [""] * (10 - len(node.input))
+            inputs[9] = "position_ids"
+            del node.input[:]
+            node.input.extend(inputs)
+    return proto
+
+
+@pytest.mark.parametrize("backend", ["mlx", "torch"])
+def test_position_ids_input_is_fed_with_each_rows_positions(backend):
+    import transmuter_mlx as tm
+
+    model = tm.load(_with_position_ids("model.onnx"), backend=backend)
+    layout = CacheLayout.of(model)
+    assert layout.mode == "gqa" and layout.position_ids
+    prompts = _prompts()  # right-padded rows of 5, 9 and 3 tokens
+    ours = generate(open_session(model, 0), prompts, _config()).sequences
+    assert ours == generate(open_session(_model("model.onnx", backend), 0), prompts, _config()).sequences
+    # the positions are read: spread ones give other logits (a uniform shift would not: RoPE scores
+    # depend on the distance between positions only)
+    first = np.asarray(model.backend.to_numpy(open_session(model, 0).prefill(prompts[:1])))
+    session = open_session(model, 0)
+    session.model = lambda feeds: model({**feeds, "position_ids": feeds["position_ids"] * 2})
+    spread = np.asarray(model.backend.to_numpy(session.prefill(prompts[:1])))
+    assert np.abs(first - spread).max() > 1e-2

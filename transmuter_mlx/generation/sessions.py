@@ -12,7 +12,8 @@ symbolic head size from ``config.json``). ``CacheLayout.of(model).mode`` picks o
 
 - ``"gqa"``: GroupQueryAttention that counts each row's valid cache rows from the attention-mask
   values (onnxruntime-genai model-builder exports): a fixed buffer the operator writes in place,
-  prompts padded on the right (``GQASession``).
+  prompts padded on the right (``GQASession``); a ``position_ids`` input, when the export has one, gets
+  each new token's position in its row.
 - ``"buffer"``: exports that declare ``position_ids`` (optimum ``model.onnx`` of GPT-2, Llama, Qwen2):
   a fixed buffer with masked free rows and explicit positions, prompts padded on the left
   (``BufferSession``).

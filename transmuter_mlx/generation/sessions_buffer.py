@@ -124,6 +124,7 @@ class GQASession(_Fixed):
 
     The mask has the capacity's width (``total_sequence_length``) and, in each row, as many ones
     as the rows valid after the run (``seqlens_k + 1``); the operator reads nothing else from it.
+    An export that also declares ``position_ids`` gets each new token's position in its row.
 
     >>> session = GQASession(model, pad_token_id=0)      # doctest: +SKIP
     >>> session.prefill([[5, 6, 7], [8]]).shape           # doctest: +SKIP
@@ -176,7 +177,11 @@ class GQASession(_Fixed):
             self._pad_cache(0, grown - size)
             size = grown
         mask = (np.arange(size)[None, :] < valid[:, None]).astype(np.int64)
-        out = self.model({"input_ids": ids, "attention_mask": mask, **self.cache})
+        feeds = {"input_ids": ids, "attention_mask": mask, **self.cache}
+        if self.layout.position_ids:  # exports that take them (transformers.js style): the rows' own
+            s = self.B.shape(ids)[1]
+            feeds["position_ids"] = (valid[:, None] - s + np.arange(s)[None, :]).astype(np.int64)
+        out = self.model(feeds)
         self.cache = self._present(out)
         return out["logits"]
 
