@@ -476,3 +476,51 @@ def test_gqa_decode_is_compiled_on_mlx():
     m = tm.load(model, backend="mlx")
     m(feeds)
     assert all(m.signatures().values())
+
+
+@pytest.mark.parametrize("rotary", [0, 1])
+def test_gqa_qk_norm_equals_norms_before_the_op(rotary):
+    """``q_norm_weight``/``k_norm_weight`` (Qwen3-style per-head RMS norms; onnxruntime runs them on
+    CUDA/WebGPU only): the reference is onnxruntime on the same GQA without them, after an explicit
+    per-head SimplifiedLayerNormalization of q and k."""
+    rng = np.random.default_rng(5)
+    b, s, nh, nkv, h, eps = 2, 3, GQA_HEADS, GQA_KV_HEADS, GQA_SIZE, 1e-5
+    feeds = dict(query=rand(rng, b, s, nh * h), key=rand(rng, b, s, nkv * h), value=rand(rng, b, s, nkv * h))
+    feeds["seqlens_k"] = np.array([2, 1], np.int32)
+    consts = {"total_sequence_length": np.array(s, np.int32), "qn": rng.random(h).astype(np.float32) + 0.5,
+              "kn": rng.random(h).astype(np.float32) + 0.5}
+    attrs = {"num_heads": nh, "kv_num_heads": nkv, "do_rotary": rotary}
+    tail = []
+    if rotary:
+        consts["cos"], consts["sin"] = (rng.random((8, h // 2)).astype(np.float32) for _ in range(2))
+        tail = ["cos", "sin"]
+    core = ["seqlens_k", "total_sequence_length", *tail]
+    fused = make_model("GroupQueryAttention",
+                       ["query", "key", "value", "", "", *core] + [""] * (14 - 5 - len(core)) + ["qn", "kn"],
+                       ["output", "present_key", "present_value"], {**attrs, "qk_norm_epsilon": eps}, feeds, consts)
+    nodes = []
+    for name, heads, weight in (("query", nh, "qn"), ("key", nkv, "kn")):
+        nodes += [
+            oh.make_node("Reshape", [name, f"{name}_heads_shape"], [f"{name}_heads"]),
+            oh.make_node("SimplifiedLayerNormalization", [f"{name}_heads", weight], [f"{name}_normed"],
+                         axis=-1, epsilon=eps),
+            oh.make_node("Reshape", [f"{name}_normed", f"{name}_flat_shape"], [f"{name}_n"]),
+        ]
+        consts[f"{name}_heads_shape"] = np.array([b, s, heads, h], np.int64)
+        consts[f"{name}_flat_shape"] = np.array([b, s, heads * h], np.int64)
+    nodes.append(oh.make_node("GroupQueryAttention", ["query_n", "key_n", "value", "", "", *core],
+                              ["output", "present_key", "present_value"], domain="com.microsoft", **attrs))
+    graph = oh.make_graph(
+        nodes, "g", [oh.make_tensor_value_info(n, oh.np_dtype_to_tensor_dtype(v.dtype), v.shape) for n, v in feeds.items()],
+        [oh.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("output", "present_key", "present_value")],
+        [onnx.numpy_helper.from_array(v, n) for n, v in consts.items()])
+    explicit = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17), oh.make_opsetid("com.microsoft", 1)])
+    ref = run_ort(explicit, feeds)
+    valid = feeds["seqlens_k"] + 1
+    for backend in BACKENDS:
+        got = run_backend(fused, feeds, backend)
+        for j in range(b):  # the rows onnxruntime defines: each entry's valid ones
+            np.testing.assert_allclose(got[0][j, :valid[j]], ref[0][j, :valid[j]], rtol=TOL, atol=TOL, err_msg=backend)
+            for i in (1, 2):
+                np.testing.assert_allclose(got[i][j, :, :valid[j]], ref[i][j, :, :valid[j]], rtol=TOL, atol=TOL,
+                                           err_msg=f"{backend} output {i}")

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from ._attention_math import add_bias, attend, merge_heads, rope, split_heads
+from .contrib import rms_norm
 from .registry import MS_DOMAIN, register
 
 
@@ -45,11 +46,6 @@ def write_cache(B: Any, past: Any, new: Any, start: Any, length: int) -> Any:
     rows = B.add(B.reshape(B.astype(start, np.int32), (b, 1, 1, 1)), _positions(B, s, (1, 1, s, 1)))
     rows = B.broadcast_to(B.minimum(rows, B.full((), length - 1, np.int32)), (b, n, s, h))
     return B.scatter_along_axis(base, rows, new, 2)
-
-
-def _head_rms_norm(B: Any, x: Any, weight: Any, epsilon: float) -> Any:
-    inv = B.reciprocal(B.sqrt(B.add(B.mean(B.multiply(x, x), -1, True), epsilon)))
-    return B.multiply(B.multiply(x, inv), weight)
 
 
 @register("GroupQueryAttention", 1, MS_DOMAIN, static_inputs=(6,))
@@ -121,8 +117,8 @@ def group_query_attention_1(
     total_b = B.add(B.astype(seqlens_k, np.int32), 1)  # valid rows per entry after this step
     past_b = B.zeros((b,), np.int32) if first_prompt else B.subtract(total_b, s)
     if q_norm_weight is not None:
-        q = _head_rms_norm(B, q, q_norm_weight, q_norm_epsilon or qk_norm_epsilon)
-        k = _head_rms_norm(B, k, k_norm_weight, k_norm_epsilon or qk_norm_epsilon)
+        q = rms_norm(B, q, q_norm_weight, q_norm_epsilon or qk_norm_epsilon, stats=False)[0]
+        k = rms_norm(B, k, k_norm_weight, k_norm_epsilon or qk_norm_epsilon, stats=False)[0]
     if do_rotary:
         if position_ids is not None:
             pos = position_ids
