@@ -28,8 +28,16 @@ def _scale(scale: float | None, head_size: int) -> float:
     return scale if scale else 1.0 / math.sqrt(head_size)
 
 
-def write_cache(B: Any, past: Any, new: Any, start: Any, length: int) -> Any:
-    """A (b, n, length, h) cache: ``past`` (zeros without one) with ``new``'s rows written at ``start`` (b,).
+def cache_rows(B: Any, start: Any, shape: tuple[int, ...], length: int) -> Any:
+    """The (b, n, s, h) row index of ``write_cache`` for new rows of ``shape`` written at ``start`` (b,)."""
+    b, n, s, h = shape
+    rows = B.add(B.reshape(B.astype(start, np.int32), (b, 1, 1, 1)), _positions(B, s, (1, 1, s, 1)))
+    return B.broadcast_to(B.minimum(rows, B.full((), length - 1, np.int32)), (b, n, s, h))
+
+
+def write_cache(B: Any, past: Any, new: Any, rows: Any, length: int) -> Any:
+    """A (b, n, length, h) cache: ``past`` (zeros without one) with ``new``'s rows written at ``rows``
+    (``cache_rows``).
 
     A scatter of the new rows only: the cost of a decode step does not grow with the buffer beyond one
     copy. Rows past each entry's valid ones keep what ``past`` held there (onnxruntime leaves them
@@ -43,8 +51,6 @@ def write_cache(B: Any, past: Any, new: Any, start: Any, length: int) -> Any:
         base = B.slice(past, [0, 0, 0, 0], [b, n, min(p, length), h], [1, 1, 1, 1])
         if p < length:
             base = B.pad(base, [(0, 0), (0, 0), (0, length - p), (0, 0)], 0)
-    rows = B.add(B.reshape(B.astype(start, np.int32), (b, 1, 1, 1)), _positions(B, s, (1, 1, s, 1)))
-    rows = B.broadcast_to(B.minimum(rows, B.full((), length - 1, np.int32)), (b, n, s, h))
     return B.scatter_along_axis(base, rows, new, 2)
 
 
@@ -127,8 +133,10 @@ def group_query_attention_1(
         cos, sin = B.take(cos_cache, pos, 0), B.take(sin_cache, pos, 0)
         q, k = rope(B, q, cos, sin, rotary_interleaved), rope(B, k, cos, sin, rotary_interleaved)
     length = max(total, B.shape(past_key)[2] if past_key is not None else 0)
-    present_key = write_cache(B, past_key, k, past_b, length)
-    present_value = write_cache(B, past_value, v, past_b, length)
+    rows_k = cache_rows(B, past_b, B.shape(k), length)
+    rows_v = rows_k if B.shape(v) == B.shape(k) else cache_rows(B, past_b, B.shape(v), length)
+    present_key = write_cache(B, past_key, k, rows_k, length)
+    present_value = write_cache(B, past_value, v, rows_v, length)
     # key t is visible to query row i when t < min(past + i + 1, total) and within the window
     t = _positions(B, length, (1, 1, 1, length))
     rows = _positions(B, s, (1, 1, s, 1))
