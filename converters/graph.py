@@ -90,7 +90,10 @@ class Program:
         for name, value in self.initializers.items():
             if not isinstance(value, np.ndarray) or value.size < min_size or not B.supports_dtype(value.dtype):
                 continue
-            device = self.device_constants.setdefault((name, B.name), _to_device(value, B))
+            key = (name, B.name)
+            if key not in self.device_constants:
+                self.device_constants[key] = _to_device(value, B)
+            device = self.device_constants[key]
             view = B.host_view(device)
             if view is not None and view.dtype == value.dtype and view.shape == value.shape:
                 self.initializers[name] = view

@@ -49,7 +49,8 @@ class DecoderSession(Protocol):
 
     ``prefill(prompts)`` runs the prompts (one token list per row, without padding: the session pads
     as its cache needs) and returns the logits of each row's last position, (rows, vocab).
-    ``step(tokens)`` runs one token per row and returns (rows, vocab) logits.
+    ``step(tokens)`` runs one token per row and returns (rows, vocab) logits; ``tokens`` are host int64 or,
+    from ``generate``, the backend's array of picked tokens, not yet read by the host (keep it there).
     ``reorder(rows)`` makes row r continue from old row ``rows[r]`` (beam search).
     ``padding`` (optional) is the number of padding positions of each row after ``prefill``.
     ``reserve(steps)`` (optional) is called before ``prefill`` with the most new tokens a row may get.
