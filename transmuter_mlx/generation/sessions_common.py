@@ -141,12 +141,14 @@ def positions(mask: np.ndarray) -> np.ndarray:
     return np.where(mask == 0, 1, pos).astype(np.int64)
 
 
-def token_column(B: Any, tokens: Any) -> Any:
-    """The (rows, 1) int64 ``input_ids`` of one step: host tokens, or picked tokens still on the device
-    (not synced, so the step can be queued before the host reads them)."""
+def token_column(B: Any, tokens: Any, rows: Any = None) -> Any:
+    """The (rows, 1) int64 ``input_ids`` of one step (of ``rows`` only, when given): host tokens, or
+    picked tokens still on the device (not synced, so the step can be queued before the host reads them)."""
     if B.is_array(tokens):
-        return B.reshape(B.astype(tokens, np.int64), (-1, 1))
-    return np.asarray(tokens, np.int64).reshape(-1, 1)
+        ids = B.reshape(B.astype(tokens, np.int64), (-1, 1))
+        return ids if rows is None else B.take(ids, B.asarray(np.asarray(rows, np.int64)), 0)
+    ids = np.asarray(tokens, np.int64).reshape(-1, 1)
+    return ids if rows is None else ids[np.asarray(rows, np.int64)]
 
 
 def last_logits(B: Any, logits: Any, index: int = -1) -> Any:

@@ -90,13 +90,11 @@ class GrowSession:
 
     def step(self, tokens: np.ndarray) -> Any:
         """Run one token per row (global row order; host or device tokens)."""
-        ids, B = token_column(self.B, tokens), self.B
         parts = []
         for group in self.groups:
             one = np.ones((len(group.rows), 1), np.int64)
-            rows = ids if len(self.groups) == 1 else (B.take(ids, B.asarray(np.asarray(group.rows)), 0)
-                                                      if B.is_array(ids) else ids[group.rows])
-            parts.append(last_logits(B, self._run(group, rows, one, first=False)))
+            ids = token_column(self.B, tokens, None if len(self.groups) == 1 else group.rows)
+            parts.append(last_logits(self.B, self._run(group, ids, one, first=False)))
         return self._gather(parts)
 
     def reorder(self, rows: np.ndarray) -> None:
