@@ -87,8 +87,10 @@ class Program:
         """Hold each large initializer once: its device copy is made now (every signature reads it)
         and the host value becomes a view of that copy, where the device memory is the host's
         (``B.host_view``: mlx, torch on the CPU). Elsewhere (CUDA) both copies stay."""
+        host_only = self._read_on_host_only()
         for name, value in self.initializers.items():
-            if not isinstance(value, np.ndarray) or value.size < min_size or not B.supports_dtype(value.dtype):
+            if (not isinstance(value, np.ndarray) or value.size < min_size or not B.supports_dtype(value.dtype)
+                    or name in host_only):
                 continue
             key = (name, B.name)
             if key not in self.device_constants:
@@ -97,6 +99,17 @@ class Program:
             view = B.host_view(device)
             if view is not None and view.dtype == value.dtype and view.shape == value.shape:
                 self.initializers[name] = view
+
+    def _read_on_host_only(self) -> set[str]:
+        """Initializers that every reader takes on the host: a static input (MatMulNBits' packed weights,
+        which the op repacks for the device itself) or a shape-only op. They get no device copy."""
+        device, host = set(), set()
+        for step in self.steps:
+            for i, name in enumerate(step.inputs):
+                static = i in step.spec.static_inputs or step.spec.shape_only
+                (host if static else device).add(name)
+            device.update(step.captures)
+        return host - device
 
     def subprogram(self, graph: onnx.GraphProto) -> Program:
         key = id(graph)
