@@ -93,6 +93,27 @@ def test_quantized_matmul_backends_agree(bits, group):
         np.testing.assert_allclose(B.to_numpy(got), ref, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("n", [6, 16, 40])
+def test_torch_cpu_int4_gemm_reads_the_packed_weights(n):
+    """torch on the CPU multiplies a few rows by 4-bit weights with its int4 kernel (weights made once per
+    tensor, any N), within 1e-5 of the float64 dequantized product."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(n)
+    k, group = 128, 32
+    words = pack_quantized(rng.integers(0, 16, (n, k)), 4)
+    scales = (rng.random((n, k // group)) * 0.1).astype(np.float32)
+    biases = rng.standard_normal((n, k // group)).astype(np.float32)
+    x = rng.standard_normal((2, 1, k)).astype(np.float32)  # decode-sized: the int4 kernel's rows
+    dense = unpack_quantized(words, 4) * np.repeat(scales, group, 1).astype(np.float64) + np.repeat(biases, group, 1)
+    B = get_backend("torch")
+    w = B.asarray(words)
+    for _ in range(2):
+        got = B.quantized_matmul(B.asarray(x), w, B.asarray(scales), B.asarray(biases), group, 4)
+        np.testing.assert_allclose(B.to_numpy(got), x.astype(np.float64) @ dense.T, rtol=1e-5, atol=1e-5)
+    if hasattr(torch, "_weight_int4pack_mm_for_cpu"):
+        assert id(w) in B._int4 and B._int4[id(w)][2] == n
+
+
 # -- MatMulNBits ------------------------------------------------------------------------------
 
 

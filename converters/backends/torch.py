@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -49,6 +50,9 @@ class TorchBackend:
 
     def __init__(self, device: str | None = None) -> None:
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        # 4-bit weights in torch's CPU int4 layout, made once per packed weight tensor (by its id, while
+        # it lives: a tensor's == is element-wise, so it cannot be a dict key itself)
+        self._int4: dict[int, tuple[torch.Tensor, torch.Tensor, int]] = {}
 
     def compile(self, fn: Any) -> Any:
         # not torch.compile: it costs more than it saves on graphs replayed a few times. Inference
@@ -254,11 +258,19 @@ class TorchBackend:
     def quantized_matmul(
         self, x: Any, w: Any, scales: Any, biases: Any, group_size: int, bits: int
     ) -> torch.Tensor:
-        words = w.view(torch.int32) if w.dtype == torch.uint32 else w  # int32 has the shift kernels
-        shifts = torch.arange(0, 32, bits, dtype=torch.int32, device=w.device)
-        codes = ((words.unsqueeze(-1) >> shifts) & ((1 << bits) - 1)).reshape(*w.shape[:-1], -1)
+        rows = x.numel() // x.shape[-1]
+        if bits == 4 and rows <= _INT4_MAX_ROWS and w.device.type == "cpu" and hasattr(torch, "_weight_int4pack_mm_for_cpu"):
+            # decode steps: torch's CPU int4 kernel reads the packed weights (4x faster than dequantizing
+            # them, at one row); its cost grows with the rows, so longer inputs dequantize instead
+            if id(w) not in self._int4:
+                self._int4[id(w)] = _int4_for_cpu(_codes(w, bits), scales, biases)
+                weakref.finalize(w, self._int4.pop, id(w), None)
+            packed, scales_and_zeros, n = self._int4[id(w)]
+            flat = x.reshape(-1, x.shape[-1]).float()
+            y = torch._weight_int4pack_mm_for_cpu(flat, packed, group_size, scales_and_zeros)[:, :n]
+            return y.reshape(*x.shape[:-1], n).to(x.dtype)
         s, b = (v.float().repeat_interleave(group_size, dim=-1) for v in (scales, biases))
-        return torch.matmul(x, (codes.float() * s + b).T.to(x.dtype))
+        return torch.matmul(x, (_codes(w, bits).float() * s + b).T.to(x.dtype))
 
     def det(self, x: torch.Tensor) -> torch.Tensor:
         return torch.linalg.det(x)
@@ -341,3 +353,30 @@ for _name, _fn in _NATIVE.items():
         _bind(_name, _fn)
 for _name, _fn in _REDUCE.items():
     _bind_reduce(_name, _fn)
+
+
+_INT4_MAX_ROWS = 4  # past ~5 rows torch's CPU int4 kernel is slower than dequantizing (2048 x 2048, 2 cores)
+
+
+def _codes(w: torch.Tensor, bits: int) -> torch.Tensor:
+    """The (N, K) int32 codes of ``pack_quantized`` words (N, K * bits / 32)."""
+    words = w.view(torch.int32) if w.dtype == torch.uint32 else w  # int32 has the shift kernels
+    shifts = torch.arange(0, 32, bits, dtype=torch.int32, device=w.device)
+    return ((words.unsqueeze(-1) >> shifts) & ((1 << bits) - 1)).reshape(*w.shape[:-1], -1)
+
+
+def _int4_for_cpu(
+    codes: torch.Tensor, scales: torch.Tensor, biases: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """Codes (N, K) and the affine ``scale * code + bias`` per group as ``_weight_int4pack_mm_for_cpu``
+    takes them: packed codes, (K / group, N', 2) scales and zeros with ``w = (code - 8) * scale + zero``,
+    and N. The kernel wants N a multiple of 16: extra rows of zero weight make N'."""
+    n = codes.shape[0]
+    pad = -n % 16
+    scales, biases = scales.float(), biases.float()
+    if pad:
+        codes = torch.nn.functional.pad(codes, (0, 0, 0, pad))
+        scales, biases = (torch.nn.functional.pad(v, (0, 0, 0, pad)) for v in (scales, biases))
+    zeros = biases + 8 * scales
+    packed = torch._convert_weight_to_int4pack_for_cpu(codes.contiguous(), 1)
+    return packed, torch.stack([scales.T, zeros.T], -1).contiguous(), n
