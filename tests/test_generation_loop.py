@@ -237,3 +237,21 @@ def test_step_runs_ahead_of_the_stop_checks_by_at_most_one():
     by_eos = _CountingSteps()
     out = generate(by_eos, [[6]], GenerationConfig(max_new_tokens=8, eos_token_id=[9], pad_token_id=0))
     assert out.sequences == [[7, 8, 9]] and out.stopped_by == ["eos"] and by_eos.steps == 3
+
+
+def test_stopped_rows_get_padding_tokens():
+    """A row that stopped at an earlier step is fed the pad token until the batch ends (the spec's
+    rule); the row that stops at a step feeds its last token to the step already queued."""
+
+    class Recording(_Toy):
+        def __init__(self):
+            self.fed = []
+
+        def step(self, tokens):
+            self.fed.append([int(t) for t in tokens])
+            return super().step(tokens)
+
+    session = Recording()
+    out = generate(session, [[7], [0]], GenerationConfig(max_new_tokens=5, eos_token_id=[9], pad_token_id=3))
+    assert out.sequences == [[8, 9], [1, 2, 3, 4, 5]]
+    assert [row[0] for row in session.fed] == [8, 9, 3, 3]

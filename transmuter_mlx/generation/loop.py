@@ -102,6 +102,7 @@ def generate(
     keys = None
     if config.mode == "sample":
         keys = RowKeys([config.seed] * len(rows), [(j, copies) for _ in prompts for j in range(copies)])
+    pad = config.pad_id if config.pad_id is not None else 0
     live = [len(p) < m for p, (m, _) in zip(rows, bounds)]
     stopped_by = ["length" if not ok else "" for ok in live]
     B = session.B
@@ -110,6 +111,10 @@ def generate(
     while any(live):
         scores = apply(chain, B, B.astype(logits, np.float32), info)
         picked = pick(B, scores, keys)
+        if not all(live):  # rows stopped at an earlier step get padding (where the tokens are: no sync)
+            stopped = np.logical_not(live)
+            picked = (B.where(B.asarray(stopped), B.full((), pad, B.dtype(picked)), picked) if B.is_array(picked)
+                      else np.where(stopped, pad, picked))
         # the next step starts from the picked tokens before the host reads them, so the device
         # computes it while the host checks the stops; after the last token it is dropped
         if any(ok and len(t) + 1 < m for ok, t, m in zip(live, info.tokens, info.max_lengths)):
@@ -117,7 +122,7 @@ def generate(
             B.start(logits)
         for r, token in enumerate(host_tokens(B, picked).tolist()):
             if not live[r]:
-                continue  # a stopped row still runs in the batch; its tokens are not kept
+                continue  # a stopped row runs on with the batch (on padding); its tokens are not kept
             info.tokens[r].append(token)
             why = _stop(info.tokens[r][len(rows[r]):], token, len(info.tokens[r]), info.max_lengths[r], config, decode)
             if why:
