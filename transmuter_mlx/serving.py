@@ -35,6 +35,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from .converters.backends.threads import release_thread
+from .pipelines.generating import drain_chunks
 from .pipelines.options import as_list
 
 __all__ = ["Serving", "ServingClosedError", "ServingStats"]
@@ -178,7 +179,7 @@ class Serving:
                 raise ServingClosedError(f"Serving({_name(self.pipe)}) is closed")
             self._queue.append(request)
             self._cond.notify_all()
-        return _chunks(chunks, request.future, done)
+        return drain_chunks(chunks, request.future, done)
 
     def _submit(self, inputs: Any, options: Mapping[str, Any]) -> tuple[list[Future], bool]:
         items, batched = as_list(inputs, self._single_types)
@@ -316,14 +317,6 @@ class Serving:
     def _fail(self, request: _Request, error: BaseException) -> None:
         self._count(errors=1)
         request.future.set_exception(error)
-
-
-def _chunks(chunks: queue.Queue, future: Future, done: bool) -> Iterator[Any]:
-    while (chunk := chunks.get()) is not None:
-        yield chunk
-    result = future.result()
-    if done:
-        yield ("done", {"token_summary": result["results"][0]["token_summary"]})
 
 
 def _name(pipe: Any) -> str:

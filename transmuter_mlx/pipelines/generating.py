@@ -28,6 +28,7 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import Future
 from types import MappingProxyType
 from typing import Any
 
@@ -38,7 +39,7 @@ from ..generation.streaming import TextStream
 from .base import Pipeline
 from .options import chunks
 
-__all__ = ["GENERATION_OPTIONS", "STREAM_OPTIONS", "GeneratingPipeline", "Sink"]
+__all__ = ["GENERATION_OPTIONS", "STREAM_OPTIONS", "GeneratingPipeline", "Sink", "drain_chunks"]
 
 GENERATION_OPTIONS = GenerationConfig.fields()
 STREAM_OPTIONS = MappingProxyType({"stream": False, "stream_done": False})
@@ -192,13 +193,13 @@ class GeneratingPipeline(Pipeline):
         opts = {**options, "stream": True}
         self.prepare(0, item, opts, self.generation_for(opts))  # bad input fails here, not in the iterator
         pending: queue.Queue = queue.Queue()
-        outcome: list[Any] = []
+        outcome: Future = Future()
 
         def work() -> None:
             try:
-                outcome.append(self.stream_many([item], [pending.put], **opts)[0])
+                outcome.set_result(self.stream_many([item], [pending.put], **opts)[0])
             except BaseException as error:  # handed to the consumer
-                outcome.append(error)
+                outcome.set_exception(error)
             finally:
                 try:
                     release_thread()  # before the end mark: the consumer may end the process right after it
@@ -206,13 +207,14 @@ class GeneratingPipeline(Pipeline):
                     pending.put(None)
 
         threading.Thread(target=work, name=f"{self.task}-stream", daemon=True).start()
-        return _drain(pending, outcome, bool(opts.get("stream_done")))
+        return drain_chunks(pending, outcome, bool(opts.get("stream_done")))
 
 
-def _drain(pending: queue.Queue, outcome: list[Any], done: bool) -> Iterator[Any]:
+def drain_chunks(pending: queue.Queue, outcome: Future, done: bool) -> Iterator[Any]:
+    """The chunks put in ``pending`` until its end mark (None), then the outcome: its error raised, or
+    with ``done`` a final ``("done", {"token_summary": ...})``. Serving's streams use it too."""
     while (chunk := pending.get()) is not None:
         yield chunk
-    if isinstance(outcome[0], BaseException):
-        raise outcome[0]
+    result = outcome.result()
     if done:
-        yield ("done", {"token_summary": outcome[0]["results"][0]["token_summary"]})
+        yield ("done", {"token_summary": result["results"][0]["token_summary"]})
