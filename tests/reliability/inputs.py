@@ -1,0 +1,5 @@
+"""Reliability rows: inputs."""
+
+from __future__ import annotations
+
+from tests.reliability import BACKENDS, Exits, Raises, Returns, case  # noqa: F401
