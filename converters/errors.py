@@ -34,3 +34,8 @@ class DynamicShapeError(ConverterError):
 
 class OpError(ConverterError):
     """An op failed; the message names the node, the op and its input shapes."""
+
+
+class IndexOutOfRangeError(OpError, IndexError):
+    """An index input of an op (Gather's indices, a position id) holds a value outside the range of the
+    axis it indexes; the message names the node, the input, the bad value and the range."""

@@ -24,6 +24,7 @@ import numpy as np
 import onnx
 
 from .backends import HOST, Backend
+from .bounds import Guard, check_extremes, check_values, clamp, extremes, host_source, host_value
 from .errors import ConverterError, DynamicShapeError, OpError, UnsupportedOpError
 from .ops import OpSpec, registered_versions, resolve
 from .ops.registry import normalize_domain
@@ -207,6 +208,8 @@ class Interpreter:
     trace: list[tuple[Step, list[Any]]] | None = None
     scope: Mapping[str, Any] = field(default_factory=dict)
     env: Mapping[str, Any] = field(default_factory=dict)  # the values of the last run
+    # planning: the index inputs (trace position, step, bound) that the signature checks at each call
+    guards: list[tuple[int, Step, Any]] | None = None
 
     def run(self, feeds: Mapping[str, Any]) -> dict[str, Any]:
         env = collections.ChainMap(dict(feeds), self.program.initializers, dict(self.scope))
@@ -225,6 +228,8 @@ class Interpreter:
             captured = [env[n] for n in step.captures if n in env] if env is not None else []
             B = self._backend_for(step, args + captured)
             call_args = self._prepare(step, args, B)
+            if spec.index_bounds is not None:
+                self._check_indices(step, args, call_args, B)
             kwargs = dict(step.attrs)
             if spec.context:
                 run = lambda g, ins: self._subgraph(g, ins, env)  # noqa: E731
@@ -239,6 +244,22 @@ class Interpreter:
             raise OpError(f"node {step.label} with inputs {_describe(args)}: {type(e).__name__}: {e}") from e
         outs = list(out) if isinstance(out, tuple) else [out]
         return outs + [None] * (len(step.outputs) - len(outs))
+
+    def _check_indices(self, step: Step, args: list[Any], call_args: list[Any], B: Backend) -> None:
+        """Checks the op's index inputs (``bounds``): host values now; device values now when this run may
+        sync, else (planning) at each call of the signature. A device index is clamped in any case."""
+        for bound in step.spec.index_bounds(B, call_args, step.attrs):
+            if bound.input >= len(args) or args[bound.input] is None:
+                continue
+            name = step.inputs[bound.input]
+            if is_host(args[bound.input]):
+                check_values(step.label, name, bound, np.asarray(args[bound.input]))
+                continue
+            if self.sync:
+                check_values(step.label, name, bound, self.backend.to_numpy(args[bound.input]))
+            elif self.guards is not None:
+                self.guards.append((len(self.trace or ()), step, bound))
+            call_args[bound.input] = clamp(B, call_args[bound.input], bound)
 
     def _opset(self, spec: OpSpec) -> int:
         return self.program.opsets.get(spec.domain, 1)
@@ -343,7 +364,8 @@ class Executable:
     """A program specialised to one input signature: a replay of its device nodes.
 
     ``compiled`` tells whether the replay is traced (``mx.compile`` on mlx); ``eager_reason``
-    says why not, when a node needs device values on the host.
+    says why not, when a node needs device values on the host. ``guards`` are the index inputs it
+    checks at each call (``bounds``).
     """
 
     def __init__(
@@ -357,32 +379,62 @@ class Executable:
         self.program = program
         self.backend = backend
         self.eager_reason: str | None = None
+        self.guards: list[Guard] = []
         trace: list[tuple[Step, list[Any]]] = []
-        interp = Interpreter(program, backend, sync=False, trace=trace)
+        found: list[tuple[int, Step, Any]] = []
+        interp = Interpreter(program, backend, sync=False, trace=trace, guards=found)
         # a host feed (strings) changes per call: it must not be baked into a replay, unless its
         # value is part of the signature (``constant_feeds``: flags such as use_cache_branch)
         held = [n for n, v in feeds.items() if is_host(v) and _has_data(v) and n not in constant_feeds]
+        self._first_outputs: dict[str, Any] | None = None
         try:
             if held:
                 raise SyncNeeded(f"input(s) {held} have no device type and are read on the host")
-            self.first_outputs: dict[str, Any] | None = interp.run(feeds)
+            self._first_outputs = interp.run(feeds)
         except SyncNeeded as e:
             self.eager_reason = str(e)
-            self.first_outputs = None
             self.replay = None
             self.compiled = False
             return
         self._build_replay(trace, feeds)
+        self._trace = trace
+        self.guards = self._guards(found, trace, interp.env)
+        self._guards_at: dict[int, list[Guard]] = {}
+        for g in self.guards:
+            self._guards_at.setdefault(g.step_index, []).append(g)
         # host values a subgraph may capture from the outer scope (only those: the planning walk's
         # other host values include folded weights, which a replay holds on the device already)
         captured = {n for step, _ in self.steps for n in step.captures}
         self._host_env = {k: v for k, v in interp.env.items() if k in captured and is_host(v)}
         self._interp = Interpreter(program, backend, sync=False)
+        self._host_interp = Interpreter(program, HOST, sync=True)
         self.compiled = compile
         self.traced = compile and backend.traces
         self.replay = backend.compile(self._replay) if compile else self._replay
-        if self.traced:
-            self.first_outputs = None  # never returned: don't keep the planning walk's graph alive
+        if self.traced or any(not g.on_host for g in self.guards):
+            # a traced replay gives every call of a signature the same numbers, and device checks come
+            # from the replay: don't keep the planning walk's graph alive
+            self._first_outputs = None
+
+    def _guards(self, found: list[tuple[int, Step, Any]], trace: list[tuple[Step, list[Any]]],
+                env: Mapping[str, Any]) -> list[Guard]:
+        """The planning walk's device index inputs, each recomputed on the host where it can be."""
+        feeds = set(self.feed_names)
+        guards = []
+        for position, step, bound in found:
+            name = step.inputs[bound.input]
+            source = host_source(name, trace, env, feeds)
+            guard = Guard(step.label, name, bound, position)
+            if source is not None:
+                guard.source, guard.feeds, guard.constants = source
+            guards.append(guard)
+        return guards
+
+    def take_first_outputs(self) -> dict[str, Any] | None:
+        """The outputs of the planning walk (an untraced replay would repeat its work), once; None when
+        the first call must run the replay. Only the caller that planned the signature may take them."""
+        out, self._first_outputs = self._first_outputs, None
+        return out
 
     def _build_replay(self, trace: list[tuple[Step, list[Any]]], feeds: Mapping[str, Any]) -> None:
         """Keep the steps that produced a device value; bake in the host values they read."""
@@ -390,9 +442,10 @@ class Executable:
         self.feed_names = [n for n in self.program.input_names if n in feeds and not is_host(feeds[n])]
         device = set(self.feed_names)
         self.steps: list[tuple[Step, list[tuple[str, Any]]]] = []
+        self._trace_positions: list[int] = []
         host_values: dict[str, Any] = {}
         constant = set(self.program.initializers)  # values that no input influences
-        for step, args in trace:
+        for position, (step, args) in enumerate(trace):
             reads = step.inputs + step.captures  # a subgraph's outer-scope reads count as inputs
             reads_device = any(n in device for n in reads if n)
             if not reads_device or step.spec.shape_only:
@@ -412,16 +465,23 @@ class Executable:
                         cache[key] = _to_device(a, B)
                     plan.append(("", cache[key]))
             self.steps.append((step, plan))
+            self._trace_positions.append(position)
             device.update(o for o in step.outputs if o)
         names = self.program.output_names
-        self.host_outputs = {n: self.first_outputs[n] for n in names if n not in device}
+        self.host_outputs = {n: self._first_outputs[n] for n in names if n not in device}
         self.device_output_names = [n for n in names if n in device]
 
     def _replay(self, *arrays: Any) -> tuple[Any, ...]:
+        """The device outputs, then the extremes of each index checked on the device."""
         env = dict(zip(self.feed_names, arrays))
         B = self.backend
-        for step, plan in self.steps:
+        found = []
+        for (step, plan), position in zip(self.steps, self._trace_positions):
             args = [env[n] if n else const for n, const in plan]
+            for g in self._guards_at.get(position, ()):
+                if not g.on_host:
+                    found.append(extremes(B, args[g.bound.input], g.bound))
+                args[g.bound.input] = clamp(B, args[g.bound.input], g.bound)
             spec = step.spec
             if spec.context:  # rare (control flow, Split): the general path, with the outer scope
                 outs = self._interp.run_step(step, args, collections.ChainMap(env, self._host_env))
@@ -432,17 +492,35 @@ class Executable:
                     raise OpError(f"node {step.label} with inputs {_describe(args)}: {type(e).__name__}: {e}") from e
                 outs = out if isinstance(out, tuple) else (out,)
             env.update(zip(step.outputs, outs))
-        return tuple(env[n] for n in self.device_output_names)
+        return tuple(env[n] for n in self.device_output_names) + tuple(found)
+
+    def check_on_host(self, feeds: Mapping[str, Any], host_feeds: Mapping[str, np.ndarray],
+                      unchecked: frozenset[str] = frozenset()) -> None:
+        """Checks the indices computed from feeds, on the host, before the device runs. A feed given as a
+        device array is read back (a wait) unless ``unchecked`` names it: its indices are then clamped."""
+        values: dict[str, np.ndarray] = {}
+        for g in self.guards:
+            if not g.on_host or any(f in unchecked and f not in host_feeds for f in g.feeds):
+                continue
+            if g.name not in values:
+                given = {f: host_feeds[f] if f in host_feeds else self.backend.to_numpy(feeds[f]) for f in g.feeds}
+                values[g.name] = host_value(g, self._trace, given, self._host_step)
+            origin = f" (computed from {', '.join(repr(f) for f in sorted(g.feeds))})" if g.name not in g.feeds else ""
+            check_values(g.label, g.name, g.bound, values[g.name], origin)
+
+    def _host_step(self, step: Step, args: list[Any]) -> list[Any]:
+        return self._host_interp.run_step(step, args)
 
     def __call__(self, feeds: Mapping[str, Any]) -> dict[str, Any]:
+        """Run the signature on device ``feeds`` (after ``check_on_host``); device-checked indices are read
+        back and checked after the run."""
         if self.replay is None:
             return Interpreter(self.program, self.backend, sync=True).run(feeds)
-        if self.first_outputs is not None and not self.traced:
-            # an untraced replay would repeat the planning walk's work: give its result instead
-            # (a traced one runs, so that every call of a signature gets the same numbers)
-            out, self.first_outputs = self.first_outputs, None
-            return out
-        device_outs = self.replay(*(feeds[n] for n in self.feed_names))
+        outs = self.replay(*(feeds[n] for n in self.feed_names))
+        n = len(self.device_output_names)
+        device_guards = [g for g in self.guards if not g.on_host]
+        for g, found in zip(device_guards, outs[n:]):
+            check_extremes(g.label, g.name, g.bound, self.backend.to_numpy(found))
         result = dict(self.host_outputs)
-        result.update(zip(self.device_output_names, device_outs))
-        return {n: result[n] for n in self.program.output_names}
+        result.update(zip(self.device_output_names, outs[:n]))
+        return {name: result[name] for name in self.program.output_names}

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+import threading
+from collections import OrderedDict
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +23,8 @@ from .ops.registry import normalize_domain
 from .values import is_host, np_dtype
 
 Source = str | os.PathLike | bytes | onnx.ModelProto
+# input signatures a Model keeps planned and compiled; the least recently used is dropped beyond it
+DEFAULT_MAX_SIGNATURES = int(os.environ.get("TRANSMUTER_MLX_MAX_SIGNATURES", "64"))
 _CHECKER_NOT_OURS = ("2GB", "No Op registered for", "is not a registered function/op")
 
 
@@ -43,10 +47,11 @@ class Model:
 
     def __init__(
         self, proto: onnx.ModelProto, backend: Backend, name: str = "<model>", dtype: Any = None, compile: bool = True,
-        owned: bool = False,
+        owned: bool = False, max_signatures: int | None = None,
     ):
         self.name = name
         self.compile = compile
+        self.max_signatures = _check_max_signatures(max_signatures)
         self.backend = backend
         opsets = {normalize_domain(o.domain): o.version for o in proto.opset_import}
         given = proto  # ``owned``: read by ``load`` from a file or bytes, so its weights may be dropped
@@ -65,21 +70,44 @@ class Model:
         initializer_names = set(self.program.initializers)
         self.inputs = [_info(v) for v in proto.graph.input if v.name not in initializer_names]
         self.optional_inputs = {v.name for v in proto.graph.input if v.name in initializer_names}
+        self._infos = {v.name: _info(v) for v in proto.graph.input}
         self.outputs = [_info(v) for v in proto.graph.output]
-        self._executables: dict[tuple, Executable] = {}
+        self._executables: OrderedDict[tuple, Executable] = OrderedDict()
+        self._lock = threading.Lock()  # the signature cache is shared by the threads that call the model
 
-    def __call__(self, feeds: Mapping[str, Any]) -> dict[str, Any]:
-        """Run the model on ``feeds`` (numpy or backend arrays); returns backend arrays by name."""
-        arrays = self._check_feeds(feeds)
+    def __call__(self, feeds: Mapping[str, Any], *, unchecked: Collection[str] = ()) -> dict[str, Any]:
+        """Run the model on ``feeds`` (numpy or backend arrays); returns backend arrays by name.
+
+        Index inputs (token ids, position ids...) are checked before the device reads them: an
+        ``IndexOutOfRangeError`` names the node, the input and the bad value. A feed given as a device
+        array is read back for that (a wait for the device) unless ``unchecked`` names it: the caller
+        vouches for its values (the decoding loop's picked tokens), which are clamped into range instead.
+        """
+        arrays, host = self._check_feeds(feeds)
         self.backend.prepare_thread()
         key = tuple((n, _signature(a, self.backend)) for n, a in arrays.items())
-        exe = self._executables.get(key)
-        if exe is None:
-            flags = frozenset(n for n, a in arrays.items() if _is_flag(a))
-            exe = Executable(self.program, self.backend, arrays, self.compile, flags)
-            self._executables[key] = exe
-        out = exe(arrays)
+        exe, first = self._executable(key, arrays)
+        exe.check_on_host(arrays, host, frozenset(unchecked))
+        out = first if first is not None else exe(arrays)
         return {n: self._to_backend(v) for n, v in out.items()}
+
+    def _executable(self, key: tuple, arrays: dict[str, Any]) -> tuple[Executable, dict[str, Any] | None]:
+        """The signature's Executable (planned now if new, evicting the least recently used beyond
+        ``max_signatures``), and for a new one the outputs of its planning walk when they are this call's."""
+        with self._lock:
+            exe = self._executables.get(key)
+            if exe is not None:
+                self._executables.move_to_end(key)
+                return exe, None
+        flags = frozenset(n for n, a in arrays.items() if _is_flag(a))
+        exe = Executable(self.program, self.backend, arrays, self.compile, flags)
+        first = exe.take_first_outputs()  # this caller's own: another thread never sees them
+        with self._lock:
+            self._executables[key] = exe
+            self._executables.move_to_end(key)
+            while len(self._executables) > self.max_signatures:
+                self._executables.popitem(last=False)
+        return exe, first
 
     def signatures(self) -> dict[tuple, bool]:
         """The input signatures seen so far, each with whether it runs compiled."""
@@ -92,7 +120,10 @@ class Model:
             return self.backend.asarray(np.asarray(v))
         return v
 
-    def _check_feeds(self, feeds: Mapping[str, Any]) -> dict[str, Any]:
+    def _check_feeds(self, feeds: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """The feeds as the backend's arrays, and the host (numpy) value of each feed given on the host."""
+        if not isinstance(feeds, Mapping):
+            raise InputError(f"{self.name}: feeds must be a mapping of input names to arrays, got {type(feeds).__name__}")
         expected = {i.name: i for i in self.inputs}
         unknown = [n for n in feeds if n not in expected and n not in self.optional_inputs]
         if unknown:
@@ -100,14 +131,21 @@ class Model:
         missing = [n for n in expected if n not in feeds]
         if missing:
             raise InputError(f"{self.name}: missing input(s) {missing}; the model takes {_describe_inputs(self.inputs)}")
-        return {n: self._check_feed(expected.get(n), n, v) for n, v in feeds.items()}
+        arrays, host = {}, {}
+        for n, v in feeds.items():
+            arrays[n], h = self._check_feed(self._infos[n], n, v)
+            if h is not None:
+                host[n] = h
+        return arrays, host
 
-    def _check_feed(self, info: TensorInfo | None, name: str, value: Any) -> Any:
+    def _check_feed(self, info: TensorInfo, name: str, value: Any) -> tuple[Any, np.ndarray | None]:
         B = self.backend
-        if info is not None and info.kind != "tensor" or isinstance(value, list) or value is None:
-            return self._to_backend(value)  # sequence/optional: its tensors are inputs like any other
+        if info.kind != "tensor":
+            return self._to_backend(value), None  # sequence/optional: its tensors are inputs like any other
+        if value is None:
+            raise InputError(f"{self.name}: input {name!r} is None; expected {_expected(info)}")
         if not B.is_array(value):
-            value = np.asarray(value, dtype=info.dtype if info and not isinstance(value, np.ndarray) else None)
+            value = self._as_numpy(info, name, value)
         dtype = B.dtype(value) if B.is_array(value) else value.dtype
         want = self.dtype if self.dtype is not None and info.dtype == np.float32 else info.dtype
         if want is not None and dtype != want:
@@ -125,14 +163,35 @@ class Model:
         if dtype == np.bool_ and int(np.prod(shape)) <= 1:
             # a flag (use_cache_branch): kept on the host and specialised on, so that the If it
             # drives is folded and the graph still compiles (one signature per value)
-            return B.to_numpy(value) if B.is_array(value) else value
+            return (B.to_numpy(value) if B.is_array(value) else value), None
         if not B.is_array(value) and B.supports_dtype(dtype):
-            value = B.asarray(value)
-        return value
+            return B.asarray(value), value
+        return value, (value if not B.is_array(value) else None)
+
+    def _as_numpy(self, info: TensorInfo | None, name: str, value: Any) -> np.ndarray:
+        """A feed that is not the backend's array (numpy, a Python number or nested list, another
+        library's array) as numpy; Python values take the input's dtype when they fit it."""
+        if isinstance(value, np.ndarray | np.generic):
+            return np.asarray(value)
+        try:
+            array = np.asarray(value)
+        except (TypeError, ValueError) as e:
+            raise InputError(f"{self.name}: input {name!r} is not an array ({type(value).__name__}: {e}); "
+                             f"expected {_expected(info)}") from e
+        if array.dtype == object or array.dtype.kind in "USV":
+            raise InputError(f"{self.name}: input {name!r} is a {type(value).__name__} that is not a rectangular "
+                             f"array of numbers; expected {_expected(info)}")
+        want = info.dtype if info is not None else None
+        if isinstance(value, list | tuple | int | float | bool) and want is not None:
+            if not np.can_cast(array.dtype, want, "same_kind") and not (array.size == 0):
+                raise InputError(f"{self.name}: input {name!r} holds {array.dtype.name} values; expected {_expected(info)}")
+            array = array.astype(want)
+        return array
 
 
 def load(
-    source: Source, backend: str | Backend = "mlx", dtype: Any = None, device: str | None = None, compile: bool = True
+    source: Source, backend: str | Backend = "mlx", dtype: Any = None, device: str | None = None, compile: bool = True,
+    max_signatures: int | None = None,
 ) -> Model:
     """Load an ONNX model (a path, its bytes, or a ``ModelProto``) and convert it for ``backend``.
 
@@ -141,11 +200,14 @@ def load(
     >>> [i.name for i in model.inputs]                      # doctest: +SKIP
     ['input_ids', 'attention_mask', 'token_type_ids']
 
-    Unsupported ops are reported here, all at once, with the first node of each.
+    Unsupported ops are reported here, all at once, with the first node of each. Each new signature of
+    input shapes is planned and compiled once; the ``max_signatures`` most recently used are kept
+    (default 64, or ``TRANSMUTER_MLX_MAX_SIGNATURES``), so varied shapes never grow memory without bound.
     """
     B = get_backend(backend, device) if isinstance(backend, str) else backend
     proto, name = read_model(source)
-    return Model(proto, B, name, dtype, compile, owned=not isinstance(source, onnx.ModelProto))
+    return Model(proto, B, name, dtype, compile, owned=not isinstance(source, onnx.ModelProto),
+                 max_signatures=max_signatures)
 
 
 def read_model(source: Source) -> tuple[onnx.ModelProto, str]:
@@ -184,8 +246,10 @@ def _load_external_data(proto: onnx.ModelProto, folder: Path) -> None:
     """Read every tensor stored outside the file into the proto.
 
     Unlike onnx's own loader this follows symbolic links, which is how the huggingface_hub
-    cache stores files; it still refuses locations outside the model's folder tree.
+    cache stores files, but only to where such a link may lead (``_allowed_roots``): a link out
+    of the model's folder (to /etc/passwd) is refused.
     """
+    roots = _allowed_roots(folder)
     handles: dict[str, Any] = {}
     try:
         for tensor in onnx.external_data_helper._get_all_tensors(proto):
@@ -199,7 +263,11 @@ def _load_external_data(proto: onnx.ModelProto, folder: Path) -> None:
                 file = folder / location
                 if not file.is_file():
                     raise OSError(f"external data file {file} (for tensor {tensor.name!r}) is missing")
-                handles[location] = open(os.path.realpath(file), "rb")  # noqa: SIM115 - closed below
+                real = os.path.realpath(file)
+                if not any(os.path.commonpath([real, root]) == root for root in roots):
+                    raise ValueError(f"external data file {file} (for tensor {tensor.name!r}) is a link to {real}, "
+                                     f"outside the model's folder{' and its hub cache' if len(roots) > 1 else ''}")
+                handles[location] = open(real, "rb")  # noqa: SIM115 - closed below
             f = handles[location]
             f.seek(int(info.get("offset", 0)))
             length = int(info["length"]) if "length" in info else -1
@@ -212,6 +280,18 @@ def _load_external_data(proto: onnx.ModelProto, folder: Path) -> None:
     finally:
         for f in handles.values():
             f.close()
+
+
+def _allowed_roots(folder: Path) -> list[str]:
+    """Where a model's external data may really be: its folder tree, and for a file of a huggingface_hub
+    snapshot (``models--org--name/snapshots/<revision>/...``) that repository's cache folder (its blobs)."""
+    roots = [os.path.realpath(folder)]
+    parts = folder.absolute().parts
+    for i in range(len(parts) - 1, 0, -1):
+        if parts[i] == "snapshots" and parts[i - 1].startswith(("models--", "datasets--", "spaces--")):
+            roots.append(os.path.realpath(Path(*parts[:i])))
+            break
+    return roots
 
 
 def _info(v: onnx.ValueInfoProto) -> TensorInfo:
@@ -246,6 +326,18 @@ def _shape_str(info: TensorInfo) -> str:
     if info.shape is None:
         return "[any shape]"
     return "[" + ", ".join(str(d) if d is not None else "?" for d in info.shape) + "]"
+
+
+def _expected(info: TensorInfo | None) -> str:
+    return "a tensor" if info is None else f"a tensor of {info.dtype} {_shape_str(info)}"
+
+
+def _check_max_signatures(value: int | None) -> int:
+    if value is None:
+        return DEFAULT_MAX_SIGNATURES
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"max_signatures must be a positive integer, got {value!r}")
+    return value
 
 
 def _describe_inputs(infos: list[TensorInfo]) -> str:

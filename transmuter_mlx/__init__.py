@@ -16,6 +16,7 @@ from . import text
 from .converters.errors import (
     ConverterError,
     DynamicShapeError,
+    IndexOutOfRangeError,
     InputError,
     ModelLoadError,
     OpError,
@@ -30,6 +31,7 @@ __version__ = "0.1.0"
 __all__ = [
     "ConverterError",
     "DynamicShapeError",
+    "IndexOutOfRangeError",
     "InputError",
     "Model",
     "ModelLoadError",

@@ -22,7 +22,7 @@ from ._attention_math import (
     split_heads,
     window_bias,
 )
-from .registry import register
+from .registry import IndexBound, register
 
 PREVIEW_DOMAIN = "ai.onnx.preview"
 
@@ -140,7 +140,13 @@ def flex_attention_1(B: Any, Q: Any, K: Any, V: Any, *, ctx: Any, scale: float |
     return B.astype(B.matmul(probs, B.astype(V, compute)), B.dtype(V))
 
 
-@register("RotaryEmbedding", 23)
+def _rotary_position_bound(B: Any, args: list[Any], attrs: dict[str, Any]) -> list[IndexBound]:
+    """position_ids pick rows of the cos/sin caches."""
+    rows = B.shape(args[1])[0]
+    return [IndexBound(3, 0, rows, f"the {rows} rows of the cos/sin caches")] if len(args) > 3 else []
+
+
+@register("RotaryEmbedding", 23, index_bounds=_rotary_position_bound)
 def rotary_embedding_23(B: Any, X: Any, cos_cache: Any, sin_cache: Any, position_ids: Any = None, *,
                         interleaved: int = 0, num_heads: int = 0, rotary_embedding_dim: int = 0) -> Any:  # fmt: skip
     """Rotates the first ``rotary_embedding_dim`` features of each head by the cached angles.

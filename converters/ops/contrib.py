@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from .nn_norm import normalize
-from .registry import MS_DOMAIN, register
+from .registry import MS_DOMAIN, IndexBound, register
 
 _LOW_PRECISION = ("float16", "bfloat16")
 
@@ -168,7 +168,17 @@ def fused_matmul_1(
     return y if alpha == 1.0 else B.multiply(y, alpha)
 
 
-@register("EmbedLayerNormalization", 1, MS_DOMAIN)
+def _embedding_bounds(B: Any, args: list[Any], attrs: dict[str, Any]) -> list[IndexBound]:
+    """input_ids, segment_ids and position_ids pick rows of their tables (inputs 2, 4, 3)."""
+    bounds = []
+    for index, table, what in ((0, 2, "word"), (1, 4, "segment"), (8, 3, "position")):
+        if len(args) > max(index, table) and args[index] is not None and args[table] is not None:
+            rows = B.shape(args[table])[0]
+            bounds.append(IndexBound(index, 0, rows, f"the {rows} rows of the {what} embedding"))
+    return bounds
+
+
+@register("EmbedLayerNormalization", 1, MS_DOMAIN, index_bounds=_embedding_bounds)
 def embed_layer_normalization_1(
     B: Any,
     input_ids: Any,

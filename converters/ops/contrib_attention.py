@@ -15,7 +15,7 @@ import numpy as np
 
 from ._attention_math import add_bias, attend, merge_heads, rope, split_heads
 from .contrib import rms_norm
-from .registry import MS_DOMAIN, register
+from .registry import MS_DOMAIN, IndexBound, register
 
 
 def _positions(B: Any, n: int, shape: tuple[int, ...], dtype: Any = np.int32) -> Any:
@@ -54,7 +54,27 @@ def write_cache(B: Any, past: Any, new: Any, rows: Any, length: int) -> Any:
     return B.scatter_along_axis(base, rows, new, 2)
 
 
-@register("GroupQueryAttention", 1, MS_DOMAIN, static_inputs=(6,))
+def _gqa_bounds(B: Any, args: list[Any], attrs: dict[str, Any]) -> list[IndexBound]:
+    """``seqlens_k + 1`` valid rows per entry: at least the new ones (after a first prompt: any), at most
+    the buffer (and, with rotary and no position_ids, the cos/sin caches); position_ids pick cache rows."""
+    get = lambda i: args[i] if len(args) > i else None  # noqa: E731
+    query, past_key, total = get(0), get(3), get(6)
+    s = B.shape(query)[1]
+    total = int(np.asarray(total).reshape(-1)[0]) if total is not None else s
+    length = max(total, B.shape(past_key)[2] if past_key is not None else 0)
+    first_prompt = past_key is None or (s > 1 and s == total)
+    rows = B.shape(get(7))[0] if attrs.get("do_rotary") and get(7) is not None else None
+    bounds = []
+    if get(5) is not None:
+        high = length if rows is None or get(9) is not None else min(length, rows)
+        bounds.append(IndexBound(5, 0 if first_prompt else s - 1, high,
+                                 f"seqlens_k + 1 rows valid, of a {length}-row buffer"))
+    if rows is not None and get(9) is not None:
+        bounds.append(IndexBound(9, 0, rows, f"the {rows} rows of the cos/sin caches"))
+    return bounds
+
+
+@register("GroupQueryAttention", 1, MS_DOMAIN, static_inputs=(6,), index_bounds=_gqa_bounds)
 def group_query_attention_1(
     B: Any,
     query: Any,
@@ -162,7 +182,17 @@ def group_query_attention_1(
     return merge_heads(B, out), present_key, present_value
 
 
-@register("RotaryEmbedding", 1, MS_DOMAIN)
+def _contrib_rotary_bound(B: Any, args: list[Any], attrs: dict[str, Any]) -> list[IndexBound]:
+    """position_ids pick cache rows; a (1,) start position leaves room for the whole sequence."""
+    rows = B.shape(args[2])[0]
+    shape = B.shape(args[0])
+    if len(B.shape(args[1])) == 1:
+        s = shape[1] if len(shape) == 3 else shape[2]
+        return [IndexBound(1, 0, rows - s + 1, f"a start position for {s} of the {rows} cos/sin cache rows")]
+    return [IndexBound(1, 0, rows, f"the {rows} rows of the cos/sin caches")]
+
+
+@register("RotaryEmbedding", 1, MS_DOMAIN, index_bounds=_contrib_rotary_bound)
 def rotary_embedding_1(
     B: Any,
     x: Any,

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from .registry import register
+from .registry import IndexBound, register
 
 
 def nll(B: Any, log_prob: Any, target: Any, weight: Any, *, ignore_index: int | None, reduction: str) -> Any:
@@ -41,13 +41,19 @@ def nll(B: Any, log_prob: Any, target: Any, weight: Any, *, ignore_index: int | 
     return B.divide(total, B.sum(w, axis=None, keepdims=False))
 
 
-@register("NegativeLogLikelihoodLoss", 12)
+def _class_bound(B: Any, args: list[Any], attrs: dict[str, Any]) -> list[IndexBound]:
+    """Targets pick one of the C classes of axis 1 (``ignore_index`` targets count for nothing)."""
+    c = B.shape(args[0])[1]
+    return [IndexBound(1, 0, c, f"the {c} classes of axis 1", attrs.get("ignore_index"))]
+
+
+@register("NegativeLogLikelihoodLoss", 12, index_bounds=_class_bound)
 def negative_log_likelihood_loss_12(B: Any, input: Any, target: Any, weight: Any = None, *,
                                     ignore_index: int | None = None, reduction: str = "mean") -> Any:  # fmt: skip
     return nll(B, input, target, weight, ignore_index=ignore_index, reduction=reduction)
 
 
-@register("SoftmaxCrossEntropyLoss", 12)
+@register("SoftmaxCrossEntropyLoss", 12, index_bounds=_class_bound)
 def softmax_cross_entropy_loss_12(B: Any, scores: Any, labels: Any, weights: Any = None, *,
                                   ignore_index: int | None = None, reduction: str = "mean") -> tuple:  # fmt: skip
     """The NLL of log_softmax(scores) over axis 1; the second output is that log-probability."""

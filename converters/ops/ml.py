@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from .registry import register
+from .registry import IndexBound, register
 
 ML = "ai.onnx.ml"
 
@@ -18,7 +18,12 @@ def binarizer_1(B: Any, X: Any, *, threshold: float = 0.0) -> Any:
     return B.astype(B.greater(X, B.full((), threshold, dtype)), dtype)
 
 
-@register("ArrayFeatureExtractor", 1, domain=ML)
+def _column_bound(B: Any, args: list[Any], attrs: dict[str, Any]) -> list[IndexBound]:
+    n = B.shape(args[0])[-1]
+    return [IndexBound(1, -n, n, f"the {n} columns of the last axis")]
+
+
+@register("ArrayFeatureExtractor", 1, domain=ML, index_bounds=_column_bound)
 def array_feature_extractor_1(B: Any, X: Any, Y: Any) -> Any:
     """The columns ``Y`` of the last axis; a 1-D ``X`` gives a [1, len(Y)] row."""
     shape = B.shape(X)

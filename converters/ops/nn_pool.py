@@ -13,7 +13,7 @@ import numpy as np
 
 from ..backends import HOST
 from ._window import outputs_used, spatial_pads
-from .registry import register
+from .registry import IndexBound, register
 
 
 def _padded(B: Any, x: Any, kernel_shape: Any, strides: Any, dilations: Any, pads: Any, auto_pad: Any,
@@ -195,7 +195,21 @@ def global_lp_pool_2(B: Any, x: Any, *, p: int = 2) -> Any:
     return _lp(B, x, tuple(range(2, len(B.shape(x)))), p, True)
 
 
-@register("MaxUnpool", 9, static_inputs=(2,))
+def _unpool_bound(B: Any, args: list[Any], attrs: dict[str, Any]) -> list[IndexBound]:
+    """The flat positions lie in the output (its shape given, or derived as in ``max_unpool_9``)."""
+    N, C, *space = B.shape(args[0])
+    n = len(space)
+    strides = list(attrs.get("strides") or [1] * n)
+    pads = list(attrs.get("pads") or [0] * (2 * n))
+    if len(args) > 2 and args[2] is not None:
+        size = int(np.prod([int(v) for v in args[2]]))
+    else:
+        size = N * C * int(np.prod([(s - 1) * st - pads[i] - pads[i + n] + k
+                                    for i, (s, st, k) in enumerate(zip(space, strides, attrs["kernel_shape"]))]))
+    return [IndexBound(1, 0, size, f"the {size} positions of the output")]
+
+
+@register("MaxUnpool", 9, static_inputs=(2,), index_bounds=_unpool_bound)
 def max_unpool_9(
     B: Any,
     x: Any,

@@ -30,6 +30,8 @@ class OpSpec:
         ``host(backend, attrs) -> bool`` (a Cast whose target dtype the backend lacks).
     context: the op takes a ``ctx`` keyword (a ``NodeContext``: output count, subgraph runner).
     shape_only: the op reads only the shapes of its inputs, so its result is a host constant.
+    index_bounds: ``index_bounds(B, args, attrs) -> [IndexBound, ...]``: the inputs that index into
+        another (Gather's indices) and the range their values must lie in, for the runner's checks.
     """
 
     domain: str
@@ -40,6 +42,23 @@ class OpSpec:
     host: bool | Callable[[Any, dict[str, Any]], bool] = False
     context: bool = False
     shape_only: bool = False
+    index_bounds: Callable[[Any, list[Any], dict[str, Any]], list[IndexBound]] | None = None
+
+
+@dataclass(frozen=True)
+class IndexBound:
+    """Input ``input`` of an op holds indices that must satisfy ``low <= value < high``.
+
+    ``low``/``high`` are ints, or tuples with one entry per element of the index's last axis
+    (GatherND's index tuples); values equal to ``ignore`` (a loss's ``ignore_index``) are exempt.
+    ``what`` names the range in errors ("axis 0 of the data").
+    """
+
+    input: int
+    low: int | tuple[int, ...]
+    high: int | tuple[int, ...]
+    what: str = ""
+    ignore: int | None = None
 
 
 _REGISTRY: dict[tuple[str, str], dict[int, OpSpec]] = {}
@@ -54,11 +73,13 @@ def register(
     host: bool | Callable[[Any, dict[str, Any]], bool] = False,
     context: bool = False,
     shape_only: bool = False,
+    index_bounds: Callable[[Any, list[Any], dict[str, Any]], list[IndexBound]] | None = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorator: register ``fn`` as ``domain::op_type`` from ``since_version`` on."""
 
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
-        add(OpSpec(normalize_domain(domain), op_type, since_version, fn, tuple(static_inputs), host, context, shape_only))
+        add(OpSpec(normalize_domain(domain), op_type, since_version, fn, tuple(static_inputs), host, context, shape_only,
+                   index_bounds))
         return fn
 
     return wrap

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from .registry import register
+from .registry import IndexBound, register
 from .tensor_shape import normalize_axis
 
 
@@ -24,13 +24,34 @@ def _along(rank: int, axis: int, n: int) -> list[int]:
     return [n if i == axis else 1 for i in range(rank)]
 
 
-@register("Gather", 1)
+def _axis_bound(B: Any, args: list[Any], attrs: dict[str, Any]) -> list[IndexBound]:
+    """Input 1 indexes axis ``axis`` of input 0 (negative indices count from the end)."""
+    shape = B.shape(args[0])
+    axis = normalize_axis(attrs.get("axis", 0), len(shape))
+    n = shape[axis]
+    return [IndexBound(1, -n, n, f"axis {axis} of the data, of size {n}")]
+
+
+def _tuple_bound(batched: bool) -> Any:
+    """Input 1's last axis holds index tuples into the data axes after the ``batch_dims`` ones (GatherND)
+    or from the first (ScatterND)."""
+
+    def bounds(B: Any, args: list[Any], attrs: dict[str, Any]) -> list[IndexBound]:
+        b = attrs.get("batch_dims", 0) if batched else 0
+        k = B.shape(args[1])[-1]
+        dims = tuple(B.shape(args[0])[b : b + k])
+        return [IndexBound(1, tuple(-d for d in dims), dims, f"data axes {b}..{b + k - 1} of sizes {list(dims)}")]
+
+    return bounds
+
+
+@register("Gather", 1, index_bounds=_axis_bound)
 def gather_1(B: Any, data: Any, indices: Any, *, axis: int = 0) -> Any:
     axis = normalize_axis(axis, len(B.shape(data)))
     return B.take(data, _wrap(B, indices, B.shape(data)[axis]), axis)
 
 
-@register("GatherElements", 11)
+@register("GatherElements", 11, index_bounds=_axis_bound)
 def gather_elements_11(B: Any, data: Any, indices: Any, *, axis: int = 0) -> Any:
     axis = normalize_axis(axis, len(B.shape(data)))
     return B.take_along_axis(data, _wrap(B, indices, B.shape(data)[axis]), axis)
@@ -59,12 +80,12 @@ def _gather_nd(B: Any, data: Any, indices: Any, batch_dims: int) -> Any:
     return B.reshape(out, ishape[:-1] + rest)
 
 
-@register("GatherND", 11)
+@register("GatherND", 11, index_bounds=_tuple_bound(True))
 def gather_nd_11(B: Any, data: Any, indices: Any) -> Any:
     return _gather_nd(B, data, indices, 0)
 
 
-@register("GatherND", 12)
+@register("GatherND", 12, index_bounds=_tuple_bound(True))
 def gather_nd_12(B: Any, data: Any, indices: Any, *, batch_dims: int = 0) -> Any:
     return _gather_nd(B, data, indices, batch_dims)
 
@@ -75,18 +96,18 @@ def _scatter_elements(B: Any, data: Any, indices: Any, updates: Any, axis: int, 
     return B.scatter_along_axis(data, indices, updates, axis, reduction)
 
 
-@register("Scatter", 9)
+@register("Scatter", 9, index_bounds=_axis_bound)
 def scatter_9(B: Any, data: Any, indices: Any, updates: Any, *, axis: int = 0) -> Any:
     """Deprecated in opset 11: ScatterElements without a reduction."""
     return _scatter_elements(B, data, indices, updates, axis, "none")
 
 
-@register("ScatterElements", 11)
+@register("ScatterElements", 11, index_bounds=_axis_bound)
 def scatter_elements_11(B: Any, data: Any, indices: Any, updates: Any, *, axis: int = 0) -> Any:
     return _scatter_elements(B, data, indices, updates, axis, "none")
 
 
-@register("ScatterElements", 16)
+@register("ScatterElements", 16, index_bounds=_axis_bound)
 def scatter_elements_16(
     B: Any, data: Any, indices: Any, updates: Any, *, axis: int = 0, reduction: str = "none"
 ) -> Any:
@@ -98,17 +119,26 @@ def _scatter_nd(B: Any, data: Any, indices: Any, updates: Any, reduction: str) -
     return B.index_update(data, _components(B, indices, dims), updates, reduction)
 
 
-@register("ScatterND", 11)
+@register("ScatterND", 11, index_bounds=_tuple_bound(False))
 def scatter_nd_11(B: Any, data: Any, indices: Any, updates: Any) -> Any:
     return _scatter_nd(B, data, indices, updates, "none")
 
 
-@register("ScatterND", 16)
+@register("ScatterND", 16, index_bounds=_tuple_bound(False))
 def scatter_nd_16(B: Any, data: Any, indices: Any, updates: Any, *, reduction: str = "none") -> Any:
     return _scatter_nd(B, data, indices, updates, reduction)
 
 
-@register("TensorScatter", 24)
+def _write_bound(B: Any, args: list[Any], attrs: dict[str, Any]) -> list[IndexBound]:
+    """A linear write of ``update`` starts where it still fits the cache (a circular one wraps)."""
+    if attrs.get("mode", "linear") != "linear":
+        return []
+    axis = normalize_axis(attrs.get("axis", -2), len(B.shape(args[0])))
+    room = B.shape(args[0])[axis] - B.shape(args[1])[axis]
+    return [IndexBound(2, 0, room + 1, f"a write of {B.shape(args[1])[axis]} rows into {B.shape(args[0])[axis]}")]
+
+
+@register("TensorScatter", 24, index_bounds=_write_bound)
 def tensor_scatter_24(
     B: Any, past_cache: Any, update: Any, write_indices: Any = None, *, axis: int = -2, mode: str = "linear"
 ) -> Any:
@@ -137,7 +167,12 @@ def compress_9(B: Any, input: Any, condition: np.ndarray, *, axis: int | None = 
     return B.take(input, B.asarray(keep.astype(np.int64)), axis)
 
 
-@register("ReverseSequence", 10)
+def _length_bound(B: Any, args: list[Any], attrs: dict[str, Any]) -> list[IndexBound]:
+    t = B.shape(args[0])[attrs.get("time_axis", 0)]
+    return [IndexBound(1, 0, t + 1, f"lengths of at most the {t} time steps")]
+
+
+@register("ReverseSequence", 10, index_bounds=_length_bound)
 def reverse_sequence_10(
     B: Any, input: Any, sequence_lens: Any, *, batch_axis: int = 1, time_axis: int = 0
 ) -> Any:
