@@ -19,6 +19,7 @@ import pytest
 from huggingface_hub import constants as hf_constants
 from onnx import TensorProto, helper, numpy_helper
 
+import transmuter_mlx as tm
 from transmuter_mlx.hub import (
     HubError,
     RepoFileNotFoundError,
@@ -237,6 +238,28 @@ def test_external_data_offline(cache, no_network):
     (cache / "models--org--name" / "snapshots" / MAIN / "onnx" / "big.onnx_data").unlink()
     with pytest.raises(RepoFileNotFoundError, match="onnx/big.onnx_data"):
         repo.onnx_path("big")
+
+
+def test_external_data_links_stay_in_the_repository(cache, tmp_path, no_network):
+    """The hub cache's links (snapshot -> blobs) are followed; a link that leaves the repository's cache
+    folder, or a plain model folder, is refused with a ModelLoadError naming it (it read /etc/passwd)."""
+    repo = open_repo("org/name", cache_dir=cache, offline=True)
+    path = repo.onnx_path("big")
+    model = tm.load(path, backend="numpy")
+    x = np.ones((4, 4), np.float32)
+    np.testing.assert_array_equal(model({"x": x})["y"], x + np.arange(16, dtype=np.float32).reshape(4, 4))
+    secret = tmp_path / "secret.bin"
+    secret.write_bytes(np.arange(16, dtype=np.float32).tobytes())  # readable as the weight: only the link is wrong
+    for folder in (path.parent, tmp_path / "plain"):
+        folder.mkdir(exist_ok=True)
+        model_file = folder / "big.onnx"
+        if not model_file.exists():
+            model_file.write_bytes(path.read_bytes())
+        data = folder / "big.onnx_data"
+        data.unlink(missing_ok=True)
+        data.symlink_to(secret)
+        with pytest.raises(tm.ModelLoadError, match=r"big\.onnx_data.*is a link to .*secret\.bin, outside the model's folder"):
+            tm.load(model_file, backend="numpy")
 
 
 def test_lazy_download_fetches_only_the_chosen_variant(tmp_path, monkeypatch):

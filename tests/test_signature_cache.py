@@ -1,0 +1,117 @@
+"""The per-signature cache of a Model: least recently used signatures are dropped beyond
+``max_signatures`` (memory stays flat over many shapes), and the first call of a signature is its
+caller's own (no other thread receives its outputs). Numbers are checked against onnxruntime."""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+import threading
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import transmuter_mlx as tm
+from transmuter_mlx.converters.graph import Executable
+
+BACKENDS = ("mlx", "torch")
+
+
+def _small_model() -> onnx.ModelProto:
+    """An embedding, a matmul and a softmax over a (batch, length) id input: a few ops, cheap to plan."""
+    rng = np.random.default_rng(0)
+    table = numpy_helper.from_array(rng.standard_normal((50, 16)).astype(np.float32), "table")
+    w = numpy_helper.from_array(rng.standard_normal((16, 8)).astype(np.float32), "w")
+    nodes = [
+        helper.make_node("Gather", ["table", "ids"], ["e"]),
+        helper.make_node("MatMul", ["e", "w"], ["m"]),
+        helper.make_node("Softmax", ["m"], ["y"], axis=-1),
+    ]
+    ids = helper.make_tensor_value_info("ids", TensorProto.INT64, ["batch", "length"])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", "length", 8])
+    graph = helper.make_graph(nodes, "small", [ids], [y], [table, w])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _ort(proto: onnx.ModelProto, feeds: dict) -> np.ndarray:
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    return session.run(None, feeds)[0]
+
+
+def _run(model: tm.Model, ids: np.ndarray) -> np.ndarray:
+    return np.asarray(model.backend.to_numpy(model({"ids": ids})["y"]))
+
+
+def _resident_mb() -> float:
+    """Resident memory after returning freed heap pages to the system (glibc), in MB."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * 4096 / 2**20
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_least_recently_used_signatures_are_dropped(backend: str) -> None:
+    proto = _small_model()
+    model = tm.load(proto, backend=backend, max_signatures=3)
+    shapes = [(1, 2), (1, 3), (2, 2), (1, 2), (3, 1)]  # (1, 2) is used again before (3, 1) arrives
+    for shape in shapes:
+        ids = np.arange(np.prod(shape)).reshape(shape) % 50
+        np.testing.assert_allclose(_run(model, ids), _ort(proto, {"ids": ids}), atol=1e-6)
+    kept = [dict(k)["ids"][0] for k in model.signatures()]
+    assert kept == [(2, 2), (1, 2), (3, 1)]  # (1, 3), the least recently used, went
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/statm")
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_memory_stays_flat_over_1000_calls_of_varied_shapes(backend: str) -> None:
+    proto = _small_model()
+    model = tm.load(proto, backend=backend, max_signatures=4)
+    rng = np.random.default_rng(1)
+    marks = {}
+    for i in range(1000):
+        ids = rng.integers(0, 50, (1 + i % 3, 1 + (i * 7) % 61))  # 183 shapes, each a new plan past the cap
+        out = _run(model, ids)
+        if i % 250 == 0:
+            np.testing.assert_allclose(out, _ort(proto, {"ids": ids}), atol=1e-6)
+        if i in (299, 999):
+            marks[i] = _resident_mb()
+    assert len(model.signatures()) == 4
+    assert marks[999] - marks[299] < 8, marks  # MB: flat once the caches are warm
+
+
+def test_max_signatures_is_checked() -> None:
+    with pytest.raises(ValueError, match="max_signatures must be a positive integer, got 0"):
+        tm.load(_small_model(), backend="numpy", max_signatures=0)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_first_call_is_its_callers_own(backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Thread A plans a signature; right after it is stored, thread B calls the same signature with other
+    ids and finishes first. Each gets the outputs of its own ids (before: B could get A's)."""
+    proto = _small_model()
+    model = tm.load(proto, backend=backend)
+    a_ids, b_ids = np.array([[1, 2, 3]]), np.array([[7, 8, 9]])
+    b_done = threading.Event()
+    results: dict[str, np.ndarray] = {}
+    original = Executable.check_on_host
+
+    def check_then_let_b_run(self, *args, **kwargs):  # A, between storing the signature and its result
+        if threading.current_thread().name == "A" and not b_done.is_set():
+            thread_b = threading.Thread(target=lambda: results.__setitem__("B", _run(model, b_ids)), name="B")
+            thread_b.start()
+            thread_b.join(30)
+            b_done.set()
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(Executable, "check_on_host", check_then_let_b_run)
+    thread_a = threading.Thread(target=lambda: results.__setitem__("A", _run(model, a_ids)), name="A")
+    thread_a.start()
+    thread_a.join(60)
+    assert b_done.is_set()
+    np.testing.assert_allclose(results["A"], _ort(proto, {"ids": a_ids}), atol=1e-6)
+    np.testing.assert_allclose(results["B"], _ort(proto, {"ids": b_ids}), atol=1e-6)
