@@ -75,23 +75,26 @@ class Model:
         self._executables: OrderedDict[tuple, Executable] = OrderedDict()
         self._lock = threading.Lock()  # the signature cache is shared by the threads that call the model
 
-    def __call__(self, feeds: Mapping[str, Any], *, unchecked: Collection[str] = ()) -> dict[str, Any]:
+    def __call__(self, feeds: Mapping[str, Any], *, unchecked: Collection[str] = (),
+                 compile: bool | None = None) -> dict[str, Any]:
         """Run the model on ``feeds`` (numpy or backend arrays); returns backend arrays by name.
 
         Index inputs (token ids, position ids...) are checked before the device reads them: an
         ``IndexOutOfRangeError`` names the node, the input and the bad value. A feed given as a device
         array is read back for that (a wait for the device) unless ``unchecked`` names it: the caller
         vouches for its values (the decoding loop's picked tokens), which are clamped into range instead.
+        ``compile`` overrides the model's setting for a signature planned by this call: ``False`` for a
+        shape used about once (a step of a cache that grows), where compiling costs more than it saves.
         """
         arrays, host = self._check_feeds(feeds)
         self.backend.prepare_thread()
         key = tuple((n, _signature(a, self.backend)) for n, a in arrays.items())
-        exe, first = self._executable(key, arrays)
+        exe, first = self._executable(key, arrays, self.compile if compile is None else compile)
         exe.check_on_host(arrays, host, frozenset(unchecked))
         out = first if first is not None else exe(arrays)
         return {n: self._to_backend(v) for n, v in out.items()}
 
-    def _executable(self, key: tuple, arrays: dict[str, Any]) -> tuple[Executable, dict[str, Any] | None]:
+    def _executable(self, key: tuple, arrays: dict[str, Any], compile: bool) -> tuple[Executable, dict[str, Any] | None]:
         """The signature's Executable (planned now if new, evicting the least recently used beyond
         ``max_signatures``), and for a new one the outputs of its planning walk when they are this call's."""
         with self._lock:
@@ -100,7 +103,7 @@ class Model:
                 self._executables.move_to_end(key)
                 return exe, None
         flags = frozenset(n for n, a in arrays.items() if _is_flag(a))
-        exe = Executable(self.program, self.backend, arrays, self.compile, flags)
+        exe = Executable(self.program, self.backend, arrays, compile, flags)
         first = exe.take_first_outputs()  # this caller's own: another thread never sees them
         with self._lock:
             self._executables[key] = exe
