@@ -17,6 +17,12 @@ from collections.abc import Mapping
 from types import ModuleType
 from typing import Any
 
+if __name__ == "zoo":  # imported as a top-level module, from a checkout's root on sys.path
+    raise ImportError(
+        "`import zoo` would load a second copy of transmuter_mlx.zoo (the model families) that the package's own code never "
+        "sees: import transmuter_mlx.zoo instead"
+    )
+
 __all__ = ["REMAP", "UnknownFamilyError", "families", "family"]
 
 #: model_type -> module serving it (model types spelled with dashes need an entry too)

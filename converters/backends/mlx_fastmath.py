@@ -15,7 +15,7 @@ and asserted by ``tests/test_fast_math.py``. ``applies(x)`` tells whether the ba
 these: only on the CPU device, for floating-point arrays of at most 32 bits.
 
     >>> import mlx.core as mx
-    >>> from converters.backends import mlx_fastmath as fm
+    >>> from transmuter_mlx.converters.backends import mlx_fastmath as fm
     >>> fm.exp(mx.array([0.0, 1.0])).tolist()
     [1.0, 2.7182817459106445]
 """

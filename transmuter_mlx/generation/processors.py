@@ -1,7 +1,7 @@
 """Logits processors and sampling warpers, each the rule of its transformers 4.57 class.
 
 >>> import numpy as np
->>> from converters.backends import get_backend
+>>> from transmuter_mlx.converters.backends import get_backend
 >>> from transmuter_mlx.generation.processors import Rows, RepetitionPenalty, TopK
 >>> B = get_backend("numpy")
 >>> scores = np.array([[1.0, -2.0, 3.0, 0.5]], np.float32)

@@ -1,7 +1,7 @@
 """Token selection: greedy (first maximum) and seeded sampling with one random key per row.
 
 >>> import numpy as np
->>> from converters.backends import get_backend
+>>> from transmuter_mlx.converters.backends import get_backend
 >>> from transmuter_mlx.generation.sampling import RowKeys, greedy
 >>> B = get_backend("numpy")
 >>> greedy(B, np.array([[0.0, 2.0, 2.0], [5.0, 1.0, 5.0]], np.float32)).tolist()
