@@ -19,9 +19,12 @@ config is its own, so a null there resets a default, as in transformers).
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 __all__ = ["GenerationConfig"]
 
@@ -61,10 +64,9 @@ class GenerationConfig:
     stop_strings: list[str] | None = field(default=None)
 
     def __post_init__(self) -> None:
+        _check_types(self)
         if self.early_stopping not in (True, False, "never"):
             raise ValueError(f"early_stopping must be True, False or 'never', not {self.early_stopping!r}")
-        if self.num_beams < 1:
-            raise ValueError(f"num_beams must be at least 1, not {self.num_beams}")
         if self.mode == "beam" and self.num_return_sequences > self.num_beams:
             raise ValueError(
                 f"num_return_sequences ({self.num_return_sequences}) must be at most num_beams ({self.num_beams})")
@@ -95,8 +97,13 @@ class GenerationConfig:
         repo = repo if isinstance(repo, Repo) else open_repo(str(repo) if isinstance(repo, Path) else repo)
         generation = repo.read_json("generation_config.json")
         if generation is not None and not generation.get("_from_model_config", False):
-            return cls.from_dict(generation)
-        return cls.from_model_config(repo.read_json("config.json") or {})
+            name, read = "generation_config.json", lambda: cls.from_dict(generation)
+        else:
+            name, read = "config.json", lambda: cls.from_model_config(repo.read_json("config.json") or {})
+        try:
+            return read()
+        except ValueError as error:  # a bad value in the file: say which file
+            raise ValueError(f"{name} of {repo.name}: {error}") from error
 
     @classmethod
     def from_model_config(cls, config: dict[str, Any]) -> GenerationConfig:
@@ -164,6 +171,127 @@ class GenerationConfig:
         if self.min_new_tokens is not None:
             min_length = self.min_new_tokens + prompt_length
         return max_length, min_length
+
+
+# The checks of transformers 4.57 (``GenerationConfig.validate``, the logits processors' constructors and
+# ``generate``), applied to every option whatever the mode, so a bad value fails when it is given.
+# Integer counts and their least value:
+_COUNTS = {"max_new_tokens": 1, "max_length": 1, "min_length": 0, "min_new_tokens": 0, "top_k": 0,
+           "no_repeat_ngram_size": 0, "num_beams": 1, "num_return_sequences": 1}
+# Real numbers and their range (lowest, highest, whether the lowest is excluded); temperature's range
+# (> 0) applies with do_sample=True only, as greedy selection ignores it:
+_REALS = {"temperature": (-math.inf, math.inf, False), "top_p": (0.0, 1.0, False), "min_p": (0.0, 1.0, False),
+          "repetition_penalty": (0.0, math.inf, True), "length_penalty": (-math.inf, math.inf, False)}
+_FLAGS = ("do_sample", "renormalize_logits")
+_TOKENS = ("bos_token_id", "decoder_start_token_id", "forced_bos_token_id")  # a token id (>= 0) or None
+_TOKEN_LISTS = ("eos_token_id", "forced_eos_token_id")  # a token id or a list of them, or None
+_SEED_LIMIT = 2**64  # the seed of mx.random.key is an unsigned 64-bit integer
+
+
+def _check_types(config: GenerationConfig) -> None:
+    """Every option's type and range (a ValueError naming the option, its value and what is allowed);
+    numbers are normalized to plain ``int``/``float``/``bool`` and a single stop string to a list."""
+    optional = {f.name for f in dataclasses.fields(config) if "None" in str(f.type)}
+    values: dict[str, Any] = {}
+    for name, least in _COUNTS.items():
+        values[name] = _count(name, getattr(config, name), least, name in optional)
+    for name, (low, high, open_low) in _REALS.items():
+        values[name] = _real(name, getattr(config, name), low, high, open_low)
+    for name in _FLAGS:
+        values[name] = _flag(name, getattr(config, name))
+    for name in _TOKENS:
+        values[name] = _count(name, getattr(config, name), 0, True)
+    for name in _TOKEN_LISTS:
+        values[name] = _token_list(name, getattr(config, name))
+    values["pad_token_id"] = _count("pad_token_id", config.pad_token_id, None, True)  # -1 is seen in configs
+    values["seed"] = _seed(config.seed)
+    values["bad_words_ids"] = _bad_words(config.bad_words_ids)
+    values["stop_strings"] = _stop_strings(config.stop_strings)
+    for name, value in values.items():
+        object.__setattr__(config, name, value)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int | np.integer) and not isinstance(value, bool | np.bool_)
+
+
+def _count(name: str, value: Any, least: int | None, optional: bool) -> int | None:
+    """An integer option: an int (numpy ints too), at least ``least``; None where ``optional``."""
+    if value is None and optional:
+        return None
+    if not _is_int(value):
+        allowed = "an int" + (f" >= {least}" if least is not None else "") + (" or None" if optional else "")
+        raise ValueError(f"{name} must be {allowed}, got {value!r} ({type(value).__name__})")
+    value = int(value)
+    if least is not None and value < least:
+        bound = "greater than 0" if least == 1 else f"at least {least}"
+        raise ValueError(f"{name} must be {bound}, got {value}")
+    return value
+
+
+def _real(name: str, value: Any, low: float, high: float, open_low: bool) -> float | None:
+    """A real option (ints accepted), in ``[low, high]`` (``(low, high]`` when ``open_low``), or None (the
+    processor is off, as a null in a config file means). NaN is never in range."""
+    if value is None:
+        return None
+    if not isinstance(value, int | float | np.integer | np.floating) or isinstance(value, bool | np.bool_):
+        raise ValueError(f"{name} must be a number, got {value!r} ({type(value).__name__})")
+    value = float(value)
+    above = value > low if open_low else value >= low
+    if not (above and value <= high and math.isfinite(value)):
+        if math.isinf(low) and math.isinf(high):
+            raise ValueError(f"{name} must be a finite number, got {value}")
+        if math.isinf(high):
+            least = "greater than" if open_low else "at least"
+            raise ValueError(f"{name} must be a finite number {least} {low:g}, got {value}")
+        raise ValueError(f"{name} must be in [{low:g}, {high:g}], got {value}")
+    return value
+
+
+def _flag(name: str, value: Any) -> bool | None:
+    """True or False (None, a null in a config file, stays: it reads as False)."""
+    if value is None:
+        return None
+    if not isinstance(value, bool | np.bool_):
+        raise ValueError(f"{name} must be True or False, got {value!r} ({type(value).__name__})")
+    return bool(value)
+
+
+def _token_list(name: str, value: Any) -> int | list[int] | None:
+    """A token id, or a list of them (empty: none), or None."""
+    if value is None or _is_int(value):
+        return _count(name, value, 0, True)
+    if not isinstance(value, list | tuple) or not all(_is_int(v) for v in value):
+        raise ValueError(f"{name} must be a token id (an int) or a list of them, got {value!r}")
+    return [_count(name, v, 0, False) for v in value]
+
+
+def _seed(value: Any) -> int | None:
+    seed = _count("seed", value, 0, True)
+    if seed is not None and seed >= _SEED_LIMIT:
+        raise ValueError(f"seed must be less than 2**64, got {seed}")
+    return seed
+
+
+def _bad_words(value: Any) -> list[list[int]] | None:
+    """A non-empty list of non-empty token-id lists, as ``NoBadWordsLogitsProcessor`` requires."""
+    if value is None:
+        return None
+    words = list(value) if isinstance(value, list | tuple) else None
+    if not words or not all(isinstance(w, list | tuple) and w and all(_is_int(t) and t >= 0 for t in w)
+                            for w in words):
+        raise ValueError(f"bad_words_ids must be a non-empty list of non-empty lists of token ids, got {value!r}")
+    return [[int(t) for t in w] for w in words]
+
+
+def _stop_strings(value: Any) -> list[str] | None:
+    """A str or a list of non-empty strs (a str is one stop string, as transformers' StopStringCriteria)."""
+    if value is None:
+        return None
+    strings = [value] if isinstance(value, str) else value
+    if not isinstance(strings, list | tuple) or not all(isinstance(s, str) and s for s in strings):
+        raise ValueError(f"stop_strings must be a non-empty str or a list of them, got {value!r}")
+    return list(strings) or None
 
 
 def _ids(value: int | list[int] | None) -> list[int]:

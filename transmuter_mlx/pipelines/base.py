@@ -26,7 +26,7 @@ import numpy as np
 from ..converters.model import Model, load
 from ..hub import Repo, open_repo
 from ..tokenizer import Tokenizer
-from .options import Options, as_list, chunks
+from .options import Options, as_list, check_counts, chunks
 
 __all__ = ["Pipeline", "Row", "TextEncoderPipeline"]
 
@@ -43,6 +43,9 @@ class Pipeline:
     task: ClassVar[str] = ""
     modality: ClassVar[str] = "text"
     defaults: ClassVar[Mapping[str, Any]] = MappingProxyType({})
+    #: the task's integer options: name -> (least value, whether None is allowed), checked where options are
+    #: given (when the pipeline is built, and at each call)
+    count_options: ClassVar[Mapping[str, tuple[int, bool]]] = MappingProxyType({})
     single_types: ClassVar[tuple[type, ...]] = (str,)
 
     def __init__(self, source: Any = None, /, **options: Any) -> None:
@@ -51,6 +54,7 @@ class Pipeline:
                 raise TypeError(f"{self.task}: the repository is given twice ({source!r} and model=)")
             source = options.pop("model")
         self.options = Options.parse(self.task, options, self.defaults)
+        check_counts(self.task, self.options.extra, self.count_options)
         if source is None:
             from . import TASKS
 
@@ -72,6 +76,7 @@ class Pipeline:
                 f"{self.task}: unknown call option(s) {unknown}; "
                 f"options of a call are {sorted(self.defaults)}"
             )
+        check_counts(self.task, given, self.count_options)
         return {**self.options.extra, **given}
 
     def run(self, items: list[Any], options: dict[str, Any]) -> list[Any]:

@@ -96,10 +96,10 @@ class GeneratingPipeline(Pipeline):
     def generation_for(self, options: Mapping[str, Any]) -> GenerationConfig:
         """The GenerationConfig of a call: generation_config.json, then the options given."""
         given = {k: v for k, v in options.items() if k in GENERATION_OPTIONS and v is not None}
-        config = self.generation.update(**given)
-        if config.max_new_tokens is not None and config.max_new_tokens <= 0:
-            raise ValueError(
-                f"{self.task}: max_new_tokens must be greater than 0, got {config.max_new_tokens}")
+        try:
+            config = self.generation.update(**given)  # GenerationConfig checks each option's type and range
+        except ValueError as error:
+            raise ValueError(f"{self.task}: {error}") from error
         if options.get("stream") and config.mode == "beam":
             # Marian's generation_config.json asks for 4 beams: say where the beams came from
             origin = "" if "num_beams" in given else (

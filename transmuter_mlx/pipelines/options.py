@@ -7,6 +7,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+import numpy as np
+
 DEFAULT_SEQUENCE_LENGTHS = (32, 128, 512)
 
 
@@ -19,20 +21,24 @@ class Compile:
 
     @classmethod
     def parse(cls, value: Mapping[str, Any] | None) -> Compile:
+        """``compile={"batch_size": n, "sequence_length": [a, b, ...]}`` (or None): not a mapping, or an
+        unknown key, is a TypeError; a batch size or length that is not a positive int is a ValueError."""
+        if value is not None and not isinstance(value, Mapping):
+            raise TypeError(f"compile must be a dict such as {{'batch_size': 8, 'sequence_length': [128]}}, "
+                            f"got {value!r} ({type(value).__name__})")
         value = dict(value or {})
         unknown = set(value) - {"batch_size", "sequence_length"}
         if unknown:
             raise TypeError(
                 f"unknown compile option(s) {sorted(unknown)}; expected batch_size, sequence_length"
             )
-        batch = int(value.get("batch_size", 1))
-        if batch < 1:
-            raise ValueError(f"compile batch_size must be >= 1, got {batch}")
+        batch = positive_int("compile batch_size", value.get("batch_size", 1))
         lengths = value.get("sequence_length", DEFAULT_SEQUENCE_LENGTHS)
-        lengths = (lengths,) if isinstance(lengths, int) else tuple(sorted(int(n) for n in lengths))
-        if not lengths or min(lengths) < 1:
-            raise ValueError(f"compile sequence_length must be positive integers, got {lengths}")
-        return cls(batch, lengths)
+        if not isinstance(lengths, list | tuple) or not lengths:
+            lengths = positive_int("compile sequence_length", lengths, "or a non-empty list of them")
+            return cls(batch, (lengths,))
+        name = f"each length of compile sequence_length {list(lengths)!r}"
+        return cls(batch, tuple(sorted(positive_int(name, n) for n in lengths)))
 
     def lengths_for(self, max_length: int | None) -> tuple[int, ...]:
         """The bucket lengths, limited to the model's maximum length (which becomes a bucket)."""
@@ -79,6 +85,27 @@ class Options:
         kwargs = {k: v for k, v in given.items() if k in common}
         kwargs["compile"] = Compile.parse(given.get("compile"))
         return cls(**kwargs, extra=extra)
+
+
+def positive_int(name: str, value: Any, note: str = "") -> int:
+    """``value`` as an int, when it is one (numpy ints too, not bools nor floats) and positive; else a
+    ValueError naming ``name``, the value and what is allowed: ``positive_int("compile batch_size", 2.7)``."""
+    if not isinstance(value, int | np.integer) or isinstance(value, bool | np.bool_) or value < 1:
+        allowed = "a positive int" + (f" {note}" if note else "")
+        raise ValueError(f"{name} must be {allowed}, got {value!r} ({type(value).__name__})")
+    return int(value)
+
+
+def check_counts(task: str, options: Mapping[str, Any], counts: Mapping[str, tuple[int, bool]]) -> None:
+    """The integer options of a task (``counts``: name -> least value, whether None is allowed) among
+    ``options``: an int at least that value, or a ValueError naming the task, the option and the value."""
+    for name, (least, optional) in counts.items():
+        value = options.get(name)
+        if name not in options or (value is None and optional):
+            continue
+        if not isinstance(value, int | np.integer) or isinstance(value, bool | np.bool_) or value < least:
+            allowed = f"an int >= {least}" + (" or None" if optional else "")
+            raise ValueError(f"{task}: {name} must be {allowed}, got {value!r} ({type(value).__name__})")
 
 
 def warn_truncated(task: str, length: int, limit: int) -> None:

@@ -43,6 +43,7 @@ class TextClassification(TextEncoderPipeline):
 
     task = "text-classification"
     defaults = MappingProxyType({"top_k": 1, "function_to_apply": None})
+    count_options = MappingProxyType({"top_k": (1, True)})
     single_types = (str, tuple, dict)
 
     def run(self, items: list[Any], options: dict[str, Any]) -> list[dict[str, Any]]:
@@ -95,6 +96,7 @@ class TextRanking(TextEncoderPipeline):
 
     task = "text-ranking"
     defaults = MappingProxyType({"top_k": None})
+    count_options = MappingProxyType({"top_k": (1, True)})
     single_types = (dict,)
 
     def __init__(self, source: Any = None, /, **options: Any) -> None:

@@ -27,6 +27,7 @@ class FillMask(TextEncoderPipeline):
 
     task = "fill-mask"
     defaults = MappingProxyType({"top_k": 5, "targets": None})
+    count_options = MappingProxyType({"top_k": (1, False)})
 
     def __init__(self, source: Any = None, /, **options: Any) -> None:
         super().__init__(source, **options)

@@ -9,6 +9,8 @@ import numpy as np
 
 from .base import Row, TextEncoderPipeline, check_text
 
+MAX_WINDOWS = 256  # windows of one context (about 60,000 tokens at the default 384 and stride 128)
+
 
 def decode_spans(
     start: np.ndarray, end: np.ndarray, top_k: int, max_answer_len: int, wanted: np.ndarray
@@ -45,6 +47,8 @@ class QuestionAnswering(TextEncoderPipeline):
     with the same text add their scores across windows (as transformers); ``top_k`` (1),
     ``max_answer_len`` (15), ``handle_impossible_answer`` (False), ``align_to_words`` (True).
     ``max_question_len`` is accepted and, as in transformers' fast-tokenizer path, not applied.
+    ``max_windows`` (256; None: no cap) caps the windows of one context: a longer context raises a
+    ValueError before the model runs (transformers has no cap: a 100,000-word context is ~500 windows).
     """
 
     task = "question-answering"
@@ -57,13 +61,15 @@ class QuestionAnswering(TextEncoderPipeline):
             "max_answer_len": 15,
             "handle_impossible_answer": False,
             "align_to_words": True,
+            "max_windows": MAX_WINDOWS,
         }
     )
+    count_options = MappingProxyType({"top_k": (1, False), "max_answer_len": (1, False), "doc_stride": (0, True),
+                                      "max_seq_len": (1, True), "max_question_len": (1, False),
+                                      "max_windows": (1, True)})
     single_types = (dict,)
 
     def run(self, items: list[Any], options: dict[str, Any]) -> list[dict[str, Any]]:
-        if options["top_k"] < 1 or options["max_answer_len"] < 1:
-            raise ValueError(f"{self.task}: top_k and max_answer_len must be >= 1")
         question_first = self.tokenizer.padding_side == "right"
         pairs, contexts = [], []
         for i, item in enumerate(items):
@@ -88,12 +94,25 @@ class QuestionAnswering(TextEncoderPipeline):
             raise ValueError(
                 f"{self.task}: a question is too long for windows of {max_len} tokens ({e})"
             ) from e
+        self.check_windows(rows, len(items), max_len, stride, options["max_windows"])
         outputs = self.run_rows(rows, per_token=True)
         seq = 1 if question_first else 0
         return [
             self.answers(contexts[i], [(r, o) for r, o in zip(rows, outputs) if r.owner == i], seq, options)
             for i in range(len(items))
         ]
+
+    def check_windows(self, rows: list[Row], inputs: int, max_len: int, stride: int, cap: int | None) -> None:
+        """A ValueError, before the model runs, when a context needs more than ``cap`` windows."""
+        counts = np.bincount([r.owner for r in rows], minlength=inputs)
+        if cap is None or counts.max(initial=0) <= cap:
+            return
+        i = int(counts.argmax())
+        raise ValueError(
+            f"{self.task}: input {i}: the context needs {counts[i]} windows of {max_len} tokens "
+            f"(doc_stride {stride}), more than max_windows={cap}; pass max_windows={counts[i]} "
+            "(or None: no cap) to run them all, or shorten the context"
+        )
 
     def answers(
         self, context: str, windows: list[tuple[Row, dict]], seq: int, options: dict[str, Any]
