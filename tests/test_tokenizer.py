@@ -356,3 +356,35 @@ def test_from_repo_object(folders):
 
     tok = Tokenizer.from_repo(open_repo(str(folders["unigram_t5"])))
     assert tok.eos_token == "</s>" and tok("x y").input_ids[0, -1] == tok.eos_token_id
+
+
+def test_lone_surrogate_names_the_input(folders):
+    """transformers' tokenizer rejects a lone surrogate with tokenizers' internal TypeError, which names
+    neither the input nor the character; ours is a ValueError that names both (the text is not changed)."""
+    texts = ["fine", "bad\udc80 text"]
+    with pytest.raises(TypeError, match="TextEncodeInput must be"):
+        transformers.AutoTokenizer.from_pretrained(folders["wordpiece"])(texts)
+    tok = Tokenizer.from_folder(folders["wordpiece"])
+    with pytest.raises(ValueError, match=r"input 1: the text has a lone surrogate '\\udc80' \(U\+DC80\) at "
+                                         r"character 3.*text.encode\('utf-8', 'replace'\)"):
+        tok(texts)
+    with pytest.raises(ValueError, match="input 0: the text has a lone surrogate '\\\\ud800'"):
+        tok([("question", "context \ud800")])
+
+
+def test_native_panic_is_a_value_error_naming_the_input(folders):
+    """tokenizers panics (pyo3's PanicException, a BaseException that ``except Exception`` misses) when a
+    pair's untruncated text leaves no more room than the stride; transformers lets it through."""
+    question, context = "a b c d e f g h", "word " * 40
+    ref = transformers.AutoTokenizer.from_pretrained(folders["wordpiece"])
+    with pytest.raises(BaseException) as panic:
+        ref([(question, context)], truncation="only_second", max_length=12, stride=4, return_overflowing_tokens=True)
+    assert not isinstance(panic.value, Exception)
+    tok = Tokenizer.from_folder(folders["wordpiece"])
+    with pytest.raises(ValueError, match=r"input 1: the first text of the pair is not truncated, and with the "
+                                         r"special tokens it takes 11 of the 12 tokens of a window, leaving 1, "
+                                         r"which must be more than the stride of 4"):
+        tok([("x", context), (question, context)], truncation="only_second", max_length=12, stride=4,
+            return_overflow=True)
+    with pytest.raises(ValueError, match=r"could not decode 2 token ids \(ids \[-1\] are outside the vocabulary"):
+        tok.decode([5, -1])

@@ -23,6 +23,7 @@ from .converters.errors import (
     UnsupportedOpError,
 )
 from .converters.model import Model, TensorInfo, load
+from .hub import MalformedFileError
 from .pipelines import pipeline
 from .serving import Serving, ServingClosedError, ServingStats
 
@@ -33,6 +34,7 @@ __all__ = [
     "DynamicShapeError",
     "IndexOutOfRangeError",
     "InputError",
+    "MalformedFileError",
     "Model",
     "ModelLoadError",
     "OpError",

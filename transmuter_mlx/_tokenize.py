@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -29,7 +30,56 @@ def validate_texts(texts: object) -> list[str | tuple[str, str]]:
                 f"input {i}: expected a str or a (text, text_pair) tuple of two str, got {type(item).__name__}"
                 + (f" {item!r}" if isinstance(item, tuple) else "")
             )
+        for text in (item,) if isinstance(item, str) else item:
+            check_unicode(text, f"input {i}")
     return items
+
+
+def check_unicode(text: str, where: str, what: str = "text") -> str:
+    """``text`` if it is Unicode text; a ValueError naming ``where`` (and ``what`` the text is) for a
+    lone surrogate.
+
+    A lone surrogate (U+D800..U+DFFF, from bytes decoded with ``errors="surrogateescape"`` or half
+    of a UTF-16 pair) has no UTF-8 encoding: tokenizers rejects it with an internal TypeError, as
+    transformers does. Replacing it silently would change the text, so it is an error that says where.
+
+    >>> check_unicode("café", "input 0")
+    'café'
+    >>> check_unicode("a\\udc80b", "input 3")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: input 3: the text has a lone surrogate '\\udc80' (U+DC80) at character 1, ...
+    """
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        char = text[error.start]
+        raise ValueError(
+            f"{where}: the {what} has a lone surrogate {char!r} (U+{ord(char):04X}) at character {error.start}, "
+            "which is not Unicode text and has no UTF-8 encoding (it comes from bytes decoded with "
+            "errors='surrogateescape' or half of a UTF-16 pair); clean the text first, e.g. "
+            "text.encode('utf-8', 'replace').decode('utf-8')"
+        ) from None
+    return text
+
+
+def check_unicode_in(item: Any, where: str) -> Any:
+    """``item`` if every str in it (dict values, list and tuple items) is Unicode text (:func:`check_unicode`).
+
+    >>> check_unicode_in({"messages": [{"role": "user", "content": "hi"}]}, "input 0")["messages"][0]["role"]
+    'user'
+    """
+    if isinstance(item, str):
+        check_unicode(item, where)
+    elif isinstance(item, Mapping):
+        for value in item.values():
+            check_unicode_in(value, where)
+    elif isinstance(item, list | tuple):
+        for value in item:
+            check_unicode_in(value, where)
+    return item
 
 
 def pad_rows(rows: list, buckets: list[int], pad_id: int, side: str) -> dict[str, np.ndarray]:

@@ -28,6 +28,8 @@ import jinja2.ext
 import jinja2.nodes
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from .hub import load_json
+
 __all__ = ["ChatTemplate", "ChatTemplateError", "ChatTemplateNotFoundError", "render_chat"]
 
 # the files that can hold a template, in the order transformers' loaders give them precedence
@@ -329,10 +331,8 @@ def render_chat(
 
 
 def _read_json(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        return {}
-    with open(path, encoding="utf-8") as handle:
-        return json.load(handle)
+    """A JSON file of the folder ({} when absent); a MalformedFileError naming it when it does not parse."""
+    return load_json(path) if path.is_file() else {}
 
 
 def _tag_final_message(messages: list[Any]) -> tuple[list[Any], str]:

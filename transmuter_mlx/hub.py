@@ -16,6 +16,7 @@ import json
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 import huggingface_hub
 from huggingface_hub import constants as hf_constants
@@ -26,11 +27,13 @@ from ._external_data import external_data_locations
 __all__ = [
     "VARIANTS",
     "HubError",
+    "MalformedFileError",
     "Repo",
     "RepoFileNotFoundError",
     "RepoNotFoundError",
     "VariantNotFoundError",
     "external_data_locations",
+    "load_json",
     "normalize_variant",
     "open_repo",
     "read_model_card",
@@ -65,6 +68,26 @@ class RepoFileNotFoundError(HubError, FileNotFoundError):
 
 class VariantNotFoundError(RepoFileNotFoundError):
     """An ONNX variant that the repository does not have."""
+
+
+class MalformedFileError(HubError, ValueError):
+    """A repository file that cannot be read: JSON that does not parse or is not an object (config.json,
+    tokenizer_config.json, generation_config.json, ...), a tokenizer.json that ``tokenizers`` rejects.
+    The message names the file."""
+
+
+def load_json(path: str | Path, kind: type = dict) -> Any:
+    """A JSON file holding a ``kind`` (an object: a dict, or a list); a MalformedFileError naming the file
+    when it is not valid UTF-8 JSON or holds something else: ``load_json("model/config.json")``."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            value = json.load(f)
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise MalformedFileError(f"{path} is not valid JSON: {error}") from error
+    if not isinstance(value, kind):
+        expected = "a JSON object" if kind is dict else f"a JSON {kind.__name__}"
+        raise MalformedFileError(f"{path} is not {expected} (it holds a {type(value).__name__})")
+    return value
 
 
 def _env_offline() -> bool:
@@ -198,12 +221,12 @@ class Repo:
                 self._files = sorted(f for f in files if not f.startswith("."))
         return list(self._files or [])
 
-    def read_json(self, name: str) -> dict | None:
-        """A JSON file as a dict, or None when the repository does not have it: ``repo.read_json("config.json")``."""
+    def read_json(self, name: str, kind: type = dict) -> Any:
+        """A JSON file as a dict (``kind=list``: a list), or None when the repository does not have it:
+        ``repo.read_json("config.json")``; a MalformedFileError naming the file when it cannot be read."""
         if not self.exists(name):
             return None
-        with open(self.path(name), encoding="utf-8") as f:
-            return json.load(f)
+        return load_json(self.path(name), kind)
 
     @property
     def config(self) -> dict:

@@ -21,8 +21,9 @@ from typing import Any
 import numpy as np
 import tokenizers
 
+from ._native import STOPPING, native_message
 from ._tokenize import char_to_byte_offsets, pad_rows, validate_texts
-from .hub import Repo, RepoFileNotFoundError, open_repo
+from .hub import MalformedFileError, Repo, RepoFileNotFoundError, open_repo
 
 __all__ = ["Encoded", "Tokenizer", "TokenizerLoadError"]
 
@@ -116,7 +117,7 @@ class Tokenizer:
                 f"tokenizer.json not found in {repo.name}: transmuter-mlx needs the fast tokenizer file "
                 "tokenizer.json (save the tokenizer with a transformers *TokenizerFast to create it)"
             )
-        backend = tokenizers.Tokenizer.from_file(str(repo.path("tokenizer.json")))
+        backend = _read_backend(repo.path("tokenizer.json"))
         template: Any = None
         if repo.exists("chat_template.jinja"):
             template = repo.path("chat_template.jinja").read_text(encoding="utf-8")
@@ -244,13 +245,25 @@ class Tokenizer:
         ids = (
             [int(ids)] if isinstance(ids, int | np.integer) else [int(i) for i in np.asarray(ids).reshape(-1)]
         )
-        text = self.backend.decode(ids, skip_special_tokens=skip_special_tokens)
+        text = self._decode_native(ids, skip_special_tokens)
         clean = (
             self.clean_up_tokenization_spaces
             if clean_up_tokenization_spaces is None
             else clean_up_tokenization_spaces
         )
         return _clean_up_tokenization(text) if clean else text
+
+    def _decode_native(self, ids: list[int], skip_special_tokens: bool) -> str:
+        """``backend.decode``, whose Rust errors and panics become a ValueError naming the ids."""
+        try:
+            return self.backend.decode(ids, skip_special_tokens=skip_special_tokens)
+        except STOPPING:
+            raise
+        except BaseException as error:  # OverflowError for ids < 0, or a panic (not an Exception)
+            bad = [i for i in ids if not 0 <= i < len(self)]
+            detail = f"ids {bad[:5]} are outside the vocabulary of {len(self)}" if bad else "the ids are valid"
+            raise ValueError(f"the tokenizer could not decode {len(ids)} token ids ({detail}; "
+                             f"{type(error).__name__}: {native_message(error)})") from error
 
     def batch_decode(self, rows: Sequence[Sequence[int]] | np.ndarray, **options: Any) -> list[str]:
         """Decode each row: ``tok.batch_decode(enc.input_ids)`` -> ['hello', ...]."""
@@ -293,7 +306,8 @@ class Tokenizer:
         if truncation and strategy is None:
             raise ValueError(f"truncation must be a bool or one of {sorted(set(_TRUNCATION.values()))}")
         backend = self._backend_for(strategy if max_length else None, max_length, stride)
-        encodings = backend.encode_batch(items, add_special_tokens=add_special_tokens)
+        cut = (strategy, max_length, stride) if strategy and max_length else None
+        encodings = self._encode_native(backend, items, add_special_tokens, cut)
         rows, sample = [], []
         for index, encoding in enumerate(encodings):
             for row in [encoding, *encoding.overflowing] if return_overflow else [encoding]:
@@ -303,6 +317,47 @@ class Tokenizer:
         arrays = pad_rows(rows, buckets, pad_id, padding_side or self.padding_side)
         arrays["offsets"] = char_to_byte_offsets(arrays["offsets"], arrays["sequence_ids"], items, sample)
         return Encoded(**arrays, overflow_to_sample=np.asarray(sample, dtype=np.int64))
+
+    def _encode_native(self, backend: tokenizers.Tokenizer, items: list[TextInput], add_special_tokens: bool,
+                       cut: tuple[str, int, int] | None) -> list[tokenizers.Encoding]:
+        """``backend.encode_batch``, whose errors and panics become a ValueError naming the input.
+
+        tokenizers panics (pyo3's ``PanicException``, a BaseException that ``except Exception`` misses)
+        when a pair's untruncated text leaves no more room than ``stride`` in ``max_length``; the
+        input at fault is found by encoding each alone (only after a failure).
+        """
+        try:
+            return backend.encode_batch(items, add_special_tokens=add_special_tokens)
+        except STOPPING:
+            raise
+        except BaseException as error:
+            cause = error
+        for index, item in enumerate(items):
+            try:
+                backend.encode_batch([item], add_special_tokens=add_special_tokens)
+            except STOPPING:
+                raise
+            except BaseException as error:
+                raise ValueError(self._encode_failure(index, item, error, add_special_tokens, cut)) from error
+        raise ValueError(f"the tokenizer failed on a batch of {len(items)} texts, though on none of them alone "
+                         f"({type(cause).__name__}: {native_message(cause)})") from cause
+
+    def _encode_failure(self, index: int, item: TextInput, error: BaseException, add_special_tokens: bool,
+                        cut: tuple[str, int, int] | None) -> str:
+        """What went wrong with one input, and what to change."""
+        said = f"{type(error).__name__}: {native_message(error)}"
+        kept = {"only_first": 1, "only_second": 0}.get(cut[0]) if cut and isinstance(item, tuple) else None
+        if kept is None:
+            return f"input {index}: the tokenizer failed on it ({said})"
+        _, max_length, stride = cut
+        special = self.backend.num_special_tokens_to_add(True) if add_special_tokens else 0
+        taken = len(self.backend.encode(item[kept], add_special_tokens=False).ids) + special
+        which = ("first", "second")[kept]
+        left = ("leaving none for the other text" if taken >= max_length else
+                f"leaving {max_length - taken}, which must be more than the stride of {stride}")
+        return (f"input {index}: the {which} text of the pair is not truncated, and with the special tokens it "
+                f"takes {taken} of the {max_length} tokens of a window, {left}; shorten that text, lower the "
+                f"stride or raise max_length ({said})")
 
     def _backend_for(self, strategy: str | None, max_length: int | None, stride: int) -> tokenizers.Tokenizer:
         """The backend configured for one truncation setting (a cached copy: calls may run concurrently)."""
@@ -319,6 +374,16 @@ class Tokenizer:
             return self._clones[key]
 
 
+def _read_backend(path: Path) -> tokenizers.Tokenizer:
+    """tokenizer.json; a MalformedFileError naming it when ``tokenizers`` cannot read it (it raises a bare
+    ``Exception``: bad JSON, or JSON that is not a tokenizer)."""
+    try:
+        return tokenizers.Tokenizer.from_file(str(path))
+    except Exception as error:
+        raise MalformedFileError(f"{path} is not a tokenizer.json that the tokenizers library can read: "
+                                 f"{error}") from error
+
+
 def _config_template(config: dict) -> str | dict | None:
     template = config.get("chat_template")
     if isinstance(template, list):
@@ -326,8 +391,13 @@ def _config_template(config: dict) -> str | dict | None:
     return template
 
 
+# transformers' ``clean_up_tokenization``, replaced in this order (a later token may remove a space
+# already decoded: generation/streaming.py holds such text back)
+CLEANUP_REPLACEMENTS = ((" .", "."), (" ?", "?"), (" !", "!"), (" ,", ","), (" ' ", "'"), (" n't", "n't"),
+                        (" 'm", "'m"), (" 's", "'s"), (" 've", "'ve"), (" 're", "'re"))  # fmt: skip
+
+
 def _clean_up_tokenization(text: str) -> str:
-    for before, after in ((" .", "."), (" ?", "?"), (" !", "!"), (" ,", ","), (" ' ", "'"), (" n't", "n't"),
-                          (" 'm", "'m"), (" 's", "'s"), (" 've", "'ve"), (" 're", "'re")):  # fmt: skip
+    for before, after in CLEANUP_REPLACEMENTS:
         text = text.replace(before, after)
     return text

@@ -8,13 +8,14 @@
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from ..hub import load_json
 
 __all__ = ["MAX_CHUNK", "CacheLayout", "capacity", "chunk_sizes", "last_logits", "positions", "token_column"]
 
@@ -98,12 +99,12 @@ def _config_head_dim(path: str) -> int | None:
     for where in (folder, folder.parent):
         genai = where / "genai_config.json"
         if genai.is_file():
-            size = json.loads(genai.read_text()).get("model", {}).get("decoder", {}).get("head_size")
+            size = load_json(genai).get("model", {}).get("decoder", {}).get("head_size")
             if size:
                 return int(size)
         config = where / "config.json"
         if config.is_file():
-            c = json.loads(config.read_text())
+            c = load_json(config)
             if c.get("head_dim"):
                 return int(c["head_dim"])
             if c.get("hidden_size") and c.get("num_attention_heads"):

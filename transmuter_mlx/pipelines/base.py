@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from .._tokenize import check_unicode
 from ..converters.model import Model, load
 from ..hub import Repo, open_repo
 from ..tokenizer import Tokenizer
@@ -233,7 +234,8 @@ class TextEncoderPipeline(Pipeline):
 
 
 def check_text(task: str, index: int, value: Any, what: str = "text") -> str:
-    """``value`` if it is a str; a TypeError naming the input otherwise."""
+    """``value`` if it is a str of Unicode text; a TypeError naming the input otherwise (a ValueError for
+    a lone surrogate, which no UTF-8 tokenizer can take)."""
     if not isinstance(value, str):
         raise TypeError(f"{task}: input {index}: the {what} must be a str, got {type(value).__name__}")
-    return value
+    return check_unicode(value, f"{task}: input {index}", what)

@@ -82,7 +82,7 @@ def _open_base(repo: Repo, name: str) -> Repo:
 
 
 def _read(repo: Repo) -> SentenceConfig | None:
-    modules = repo.read_json("modules.json")
+    modules = repo.read_json("modules.json", kind=list)
     st_config = repo.read_json("config_sentence_transformers.json") or {}
     activation = st_config.get("activation_fn") or (
         (repo.read_json("config.json") or {}).get("sentence_transformers") or {}
