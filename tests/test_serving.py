@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -223,3 +224,115 @@ def test_real_embedding_pipeline_matches_direct_calls() -> None:
         assert serving.stats.batches < len(texts)
     for a, b in zip(direct, served):
         np.testing.assert_allclose(np.array(a["embedding"]), np.array(b["embedding"]), atol=1e-6)
+
+
+# ---------------------------------------------------------------------- native panics, reruns, abandoned streams
+class FakePanic(BaseException):
+    """What pyo3 raises for a Rust panic (``pyo3_runtime.PanicException``): a BaseException, not an Exception."""
+
+
+def test_a_native_panic_fails_its_caller_only_and_the_worker_serves_on() -> None:
+    def pipe(xs):
+        if "panic" in xs:
+            raise FakePanic("index out of bounds")
+        return [2 * x for x in xs]
+
+    with tm.Serving(pipe, batch_size=4, batch_timeout_ms=1) as serving:
+        with pytest.raises(RuntimeError, match=r"a native library panicked \(FakePanic: index out of bounds\)"):
+            serving.run("panic", timeout=WAIT)
+        assert serving.run(21, timeout=WAIT) == 42  # the worker is alive
+        assert serving.stats.errors == 1
+
+
+def _queued_at_once(serving: tm.Serving, inputs: list) -> list:
+    """Each input's result or error, the inputs queued together (so that they share batches in order)."""
+    futures, _ = serving._submit(inputs, {})
+    return [f.exception(WAIT) or f.result(WAIT) for f in futures]
+
+
+def test_one_bad_input_reruns_halves_of_its_batch_not_each_input() -> None:
+    pipe = FakePipe(delay=0, batch_size=16)
+    inputs = [*range(9), "bad", *range(10, 16)]
+    with tm.Serving(pipe, batch_timeout_ms=50) as serving:
+        results = _queued_at_once(serving, inputs)
+    assert isinstance(results[9], ValueError) and all(r == (x, 2 * x) for x, r in zip(inputs, results) if x != "bad")
+    assert pipe.batches[0] == inputs
+    assert len(pipe.batches) == 1 + 2 * 4  # halves of 16, 8, 4 and 2 inputs (each input alone: 1 + 16)
+    assert sorted(len(b) for b in pipe.batches[1:]) == [1, 1, 2, 2, 4, 4, 8, 8]
+
+
+def test_input_errors_fail_bad_inputs_before_one_rerun() -> None:
+    class CheckedPipe(FakePipe):
+        def input_errors(self, items, **options):
+            return [ValueError(f"bad input {x!r}") if isinstance(x, str) else None for x in items]
+
+    pipe = CheckedPipe(delay=0, batch_size=8)
+    inputs = [0, 1, "bad one", 3, 4, "bad two", 6, 7]
+    with tm.Serving(pipe, batch_timeout_ms=50) as serving:
+        results = _queued_at_once(serving, inputs)
+        assert (serving.stats.errors, serving.stats.retries) == (2, 6)
+    assert pipe.batches == [inputs, [0, 1, 3, 4, 6, 7]]
+    assert [str(r) for r in results if isinstance(r, ValueError)] == ["bad input 'bad one'", "bad input 'bad two'"]
+
+
+@functools.cache
+def _qa(backend: str = "mlx"):
+    from tests.fixtures.text_models import build
+
+    return tm.pipeline("question-answering", str(build("bert-qa")), backend=backend)
+
+
+LONG_QUESTION = " ".join(["what is the name of the cat that sat on the mat"] * 6)  # ~60 words
+CONTEXT = "The cat sat on the mat. Its name is Tom, and it likes the sun. " * 4
+
+
+def test_real_qa_tokenizer_panic_is_a_value_error_naming_the_input() -> None:
+    """tokenizers panics (PanicException) when the question leaves no more room than the stride in a window."""
+    qa = _qa()
+    good = {"question": "What is the name of the cat?", "context": CONTEXT}
+    for inputs, options in [([good, {"question": LONG_QUESTION, "context": CONTEXT}], {}),
+                            ([{"question": "a", "context": CONTEXT}], {"max_seq_len": 5})]:
+        with pytest.raises(ValueError, match=rf"input {len(inputs) - 1}: the first text of the pair is not "
+                                             r"truncated.*shorten that text, lower the stride or raise max_length"):
+            qa(inputs, **options)
+    with tm.Serving(qa, batch_size=4, batch_timeout_ms=30) as serving:
+        with pytest.raises(ValueError, match=r"input 0: the first text of the pair"):
+            serving.run({"question": LONG_QUESTION, "context": CONTEXT}, timeout=60)
+        assert serving.run(good, timeout=60) == qa(good)  # the worker serves on
+
+
+def test_leaving_serving_streams() -> None:
+    """A stream left early drops its chunks while its batch-mates stream on; when every stream of a loop is
+    left, the loop stops at its next step, and the Serving serves the next call."""
+    from tests.fixtures.generation_models import build
+
+    pipe = tm.text.generation(str(build("gpt2")), max_new_tokens=200, compile={"batch_size": 2})
+    loops: list[str] = []
+    started = threading.Semaphore(0)
+    generate_batch = pipe.generate_batch
+
+    def traced(*args, **kwargs):
+        started.release()
+        try:
+            out = generate_batch(*args, **kwargs)
+        except BaseException as error:
+            loops.append(type(error).__name__)
+            raise
+        loops.append("done")
+        return out
+
+    pipe.generate_batch = traced
+    returned = [r["results"][0]["text"] for r in pipe(["hello", "world"])]
+    started.acquire()
+    with tm.Serving(pipe, batch_timeout_ms=100) as serving:
+        left, kept = serving.run("hello", stream=True), serving.run("world", stream=True)
+        assert started.acquire(timeout=WAIT)  # the loop runs
+        left.close()
+        assert "".join(kept) == returned[1]
+        both = [serving.run(p, stream=True) for p in ("hello", "world")]
+        assert started.acquire(timeout=WAIT)
+        for stream in both:
+            stream.close()
+        assert serving.run("hello", timeout=60)["results"][0]["text"] == pipe("hello")["results"][0]["text"]
+        assert serving.stats.errors == 0  # a stream left is not an error of its input
+    assert loops[1:4] == ["done", "StreamAbandoned", "done"]

@@ -9,16 +9,21 @@ are printed as JSON, one line per input (arrays as lists). Structured inputs:
 (ranking: one input), ``--pair TEXT`` (each INPUT paired with TEXT, text classification).
 Task options go in ``--option key=value`` (the value is parsed as JSON when it can be).
 ``--stream`` (the generation tasks) prints each input's text as it is generated, a line per input.
+When the reader of stdout goes away (``... --stream | head -c 5``), the command stops its decoding and
+exits quietly with 141 (128 + SIGPIPE, what a shell reports for a tool that SIGPIPE ended).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Any
 
 import numpy as np
+
+EXIT_PIPE_CLOSED = 141  # 128 + SIGPIPE: the exit status of a Unix tool whose reader closed the pipe
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -97,11 +102,21 @@ def print_streams(pipe: Any, inputs: list[Any]) -> int:
         raise ValueError(f"{pipe.task}: --stream is for the generation tasks (text-generation, text2text-generation, "
                          "translation, summarization)")
     for item in inputs:
-        for chunk in pipe(item, stream=True):
-            sys.stdout.write(chunk)
-            sys.stdout.flush()
+        with pipe(item, stream=True) as chunks:  # leaving early (a closed pipe) stops the decoding
+            for chunk in chunks:
+                sys.stdout.write(chunk)
+                sys.stdout.flush()
         sys.stdout.write("\n")
     return 0
+
+
+def stdout_closed() -> int:
+    """The exit status when stdout's reader went away; further writes (Python's flush at exit) go nowhere,
+    so that no "Broken pipe" error is printed."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return EXIT_PIPE_CLOSED
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -138,11 +153,14 @@ def main(argv: list[str] | None = None) -> int:
         if stream:
             return print_streams(pipe, make_inputs(args, texts))
         results = pipe(make_inputs(args, texts))
+        for result in results:
+            print(json.dumps(result, default=to_json, ensure_ascii=False, indent=2 if args.pretty else None))
+            sys.stdout.flush()
+    except BrokenPipeError:  # the reader of stdout went away (| head): stop quietly, as Unix tools do
+        return stdout_closed()
     except (TypeError, ValueError, OSError) as e:  # bad task, option, input or repository
         print(f"error: {e}", file=sys.stderr)
         return 2
-    for result in results:
-        print(json.dumps(result, default=to_json, ensure_ascii=False, indent=2 if args.pretty else None))
     return 0
 
 

@@ -16,17 +16,20 @@ With a pipeline (``compile.batch_size`` is the default batch size)::
 One daemon worker thread owns the pipeline. When a call arrives it waits up to
 ``batch_timeout_ms`` for more calls, then calls ``pipe(list_of_inputs)`` once for up to
 ``batch_size`` inputs (the spec's ``Nx.Serving`` with ``batch_timeout``). Each caller gets its
-own result or its own exception: when a batch raises, each of its inputs runs alone, so a bad
-input fails only its caller. Calls with different options (``run(x, top_k=3)``) never share a
-batch.
+own result or its own exception: when a batch raises, the inputs at fault are found (the pipeline's
+``input_errors`` when it has one, else halves of the batch run again), so a bad input fails only its
+caller and costs a few reruns, not one per input. No error of a call stops the worker, a native
+library's panic included (only KeyboardInterrupt and SystemExit do). Calls with different options
+(``run(x, top_k=3)``) never share a batch.
 """
 
 from __future__ import annotations
 
 import asyncio
-import queue
+import atexit
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future
@@ -34,8 +37,9 @@ from concurrent.futures import TimeoutError as FutureTimeoutError
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ._native import as_exception
 from .converters.backends.threads import release_thread
-from .pipelines.generating import drain_chunks
+from .generation.chunks import ABANDON_WAIT_S, ChunkSink, TextChunks
 from .pipelines.options import as_list
 
 __all__ = ["Serving", "ServingClosedError", "ServingStats"]
@@ -48,8 +52,8 @@ class ServingClosedError(RuntimeError):
 @dataclass(frozen=True)
 class ServingStats:
     """What a Serving has run so far: ``batches`` (pipeline calls on gathered inputs) and the
-    ``inputs`` they held; ``retries`` (single-input calls after a batch raised) and ``errors``
-    (inputs whose caller got an exception)."""
+    ``inputs`` they held; ``retries`` (inputs run again, in a part of their batch, after it raised) and
+    ``errors`` (inputs whose caller got an exception)."""
 
     batches: int = 0
     inputs: int = 0
@@ -67,8 +71,17 @@ class _Request:
     options: Mapping[str, Any]
     future: Future
     arrived: float
-    sink: Callable[[Any], None] | None = None  # a streamed call: where its text chunks go
-    streamed: bool = False  # whether a chunk went out (such a call is not retried alone)
+    sink: ChunkSink | None = None  # a streamed call: where its text chunks go
+
+    @property
+    def streamed(self) -> bool:
+        """Whether a chunk went out (such a call is not run again: it would repeat its chunks)."""
+        return self.sink is not None and self.sink.sent
+
+    @property
+    def abandoned(self) -> bool:
+        """Whether the consumer of a streamed call left it."""
+        return self.sink is not None and self.sink.abandoned.is_set()
 
 
 class Serving:
@@ -103,8 +116,10 @@ class Serving:
         self._cond = threading.Condition()
         self._closed = False
         self._stats = ServingStats()
+        self._running: list[_Request] = []  # the batch the worker runs now
         self._worker = threading.Thread(target=self._loop, name=f"Serving({_name(pipe)})", daemon=True)
         self._worker.start()
+        _open_servings.add(self)
 
     # ------------------------------------------------------------------ calls
     def run(self, inputs: Any, *, stream: bool = False, timeout: float | None = None, **options: Any) -> Any:
@@ -153,7 +168,8 @@ class Serving:
         """The text chunks of one input, for a pipeline with ``stream_many`` (text generation).
 
         Streamed calls with the same options share a decoding loop; ``stream_done=True`` ends the
-        iterator with ``("done", {"token_summary": ...})``. An error comes out of the iterator.
+        iterator with ``("done", {"token_summary": ...})``. An error comes out of the iterator. Leaving
+        the iterator early drops a call not started yet, and stops a loop whose streams were all left.
         """
         if not callable(getattr(self.pipe, "stream_many", None)):
             raise NotImplementedError(
@@ -165,21 +181,15 @@ class Serving:
             raise ValueError("Serving: stream=True takes one input, not a list")
         options = dict(options)
         done = bool(options.pop("stream_done", False))
-        chunks: queue.Queue = queue.Queue()
-        request = _Request(items[0], {**options, "stream": True}, Future(), time.monotonic())
-
-        def sink(chunk: Any) -> None:
-            request.streamed = True
-            chunks.put(chunk)
-
-        request.sink = sink
-        request.future.add_done_callback(lambda _: chunks.put(None))
+        sink = ChunkSink()
+        request = _Request(items[0], {**options, "stream": True}, Future(), time.monotonic(), sink)
+        request.future.add_done_callback(lambda _: sink.end())
         with self._cond:
             if self._closed:
                 raise ServingClosedError(f"Serving({_name(self.pipe)}) is closed")
             self._queue.append(request)
             self._cond.notify_all()
-        return drain_chunks(chunks, request.future, done)
+        return TextChunks(sink, request.future, done, on_close=request.future.cancel)
 
     def _submit(self, inputs: Any, options: Mapping[str, Any]) -> tuple[list[Future], bool]:
         items, batched = as_list(inputs, self._single_types)
@@ -198,6 +208,22 @@ class Serving:
         with self._cond:
             self._closed = True
             self._cond.notify_all()
+        if threading.current_thread() is not self._worker:
+            self._worker.join(timeout)
+
+    def _stop(self, timeout: float) -> None:
+        """Stops at once: queued calls get ServingClosedError, the streams of the running batch are
+        abandoned (its loop stops at its next step), and the worker is waited for up to ``timeout``."""
+        with self._cond:
+            self._closed = True
+            left, self._queue = list(self._queue), deque()
+            for request in self._running + left:
+                if request.sink is not None:
+                    request.sink.abandoned.set()
+            self._cond.notify_all()
+        for request in left:
+            if request.future.set_running_or_notify_cancel():
+                request.future.set_exception(ServingClosedError("Serving stopped at interpreter exit"))
         if threading.current_thread() is not self._worker:
             self._worker.join(timeout)
 
@@ -270,33 +296,77 @@ class Serving:
     def _execute(self, batch: list[_Request]) -> None:
         if not batch:
             return
+        with self._cond:
+            self._running = batch
         try:
             self._count(batches=1, inputs=len(batch))
-            try:
-                results = self._call(batch)
-            except Exception as error:
-                if len(batch) == 1:
-                    self._fail(batch[0], error)
-                    return
-                for request in batch:  # attribute the error: each input alone
-                    if request.streamed:  # its chunks are out: a second run would repeat them
-                        self._fail(request, error)
-                        continue
-                    self._count(retries=1)
-                    try:
-                        (result,) = self._call([request])
-                    except Exception as own_error:
-                        self._fail(request, own_error)
-                    else:
-                        request.future.set_result(result)
-                return
-            for request, result in zip(batch, results):
-                request.future.set_result(result)
-        except BaseException as error:  # KeyboardInterrupt, SystemExit: release the callers, then stop
+            self._run_part(batch)
+        except (KeyboardInterrupt, SystemExit) as error:  # release the callers, then stop
             for request in batch:
                 if not request.future.done():
                     request.future.set_exception(ServingClosedError(f"Serving worker stopped: {error!r}"))
             raise
+        finally:
+            with self._cond:
+                self._running = []
+
+    def _run_part(self, part: list[_Request]) -> None:
+        """Runs ``part`` of a batch as one pipeline call; when it raises, finds the inputs at fault."""
+        try:
+            results = self._call(part)
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as error:  # an Exception, or a native library's panic: an error of the call
+            self._isolate(part, as_exception(error, f"Serving({_name(self.pipe)})"))
+            return
+        for request, result in zip(part, results):
+            request.future.set_result(result)
+
+    def _isolate(self, part: list[_Request], error: Exception) -> None:
+        """Gives ``error`` to the inputs at fault in ``part``, which raised it, and runs the others again.
+
+        A lone input, a stream whose chunks are out (a rerun would repeat them) or that its consumer
+        left, gets ``error``. Of the others, those that the pipeline's ``input_errors`` finds bad alone
+        (without running the model) get their own error, and the rest run again as one batch; without
+        that hook, or when it finds none, each half runs again. One bad input in n so costs about
+        2 log2(n) reruns of parts of the batch, not n single-input runs.
+        """
+        if len(part) == 1:
+            self._fail(part[0], error)
+            return
+        rest = []
+        for request in part:
+            if request.streamed or request.abandoned:
+                self._fail(request, error)
+            else:
+                rest.append(request)
+        good = self._without_bad_inputs(rest)
+        if good is not None and len(good) < len(rest):
+            parts = [good] if good else []
+        else:
+            half = (len(rest) + 1) // 2
+            parts = [p for p in (rest[:half], rest[half:]) if p]
+        for p in parts:
+            self._count(retries=len(p))
+            self._run_part(p)
+
+    def _without_bad_inputs(self, part: list[_Request]) -> list[_Request] | None:
+        """Fails the inputs that the pipeline's ``input_errors(items, **options)`` finds bad on their own;
+        the others, or None for a pipeline without that hook (or when the hook itself fails)."""
+        check = getattr(self.pipe, "input_errors", None)
+        if not part or not callable(check):
+            return None
+        try:
+            errors = check([r.item for r in part], **part[0].options)
+        except Exception:
+            return None
+        good = []
+        for request, own_error in zip(part, errors):
+            if own_error is None:
+                good.append(request)
+            else:
+                self._fail(request, own_error)
+        return good
 
     def _count(self, **counts: int) -> None:
         with self._cond:
@@ -315,8 +385,20 @@ class Serving:
         return results
 
     def _fail(self, request: _Request, error: BaseException) -> None:
-        self._count(errors=1)
+        if not request.abandoned:  # a stream its consumer left is not an error of its input
+            self._count(errors=1)
         request.future.set_exception(error)
+
+
+_open_servings: weakref.WeakSet[Serving] = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_open_servings() -> None:
+    """Servings still open when the interpreter exits stop their workers: MLX aborts a process that
+    exits while a thread still runs on its streams, and a worker releases them as it ends."""
+    for serving in list(_open_servings):
+        serving._stop(ABANDON_WAIT_S)
 
 
 def _name(pipe: Any) -> str:

@@ -5,19 +5,27 @@
 >>> [stream.push([i]) for i in range(4)] + [stream.end()]
 [[], ['Hello '], [], ['world!\\n'], []]
 
-The rule (``transformers.generation.streamers.TextStreamer.put``, 4.57): after each push the pending
-tokens are decoded as one sequence, then
+The rule (``transformers.generation.streamers.TextStreamer.put``, 4.57): after each push the tokens
+are decoded as one sequence, then
 
-- text that ends with a newline goes out whole, and the pending tokens are dropped;
-- text whose last character is a CJK ideograph goes out whole (the tokens stay pending);
+- text that ends with a newline goes out whole;
+- text whose last character is a CJK ideograph goes out whole;
 - otherwise the text goes out up to and including its last space, so a word that the next token
   may still change stays back.
 
 A character split over several byte-level tokens (an emoji, most CJK) decodes to U+FFFD until its
 last byte arrives. Such a tail is never a newline, a CJK ideograph or a space, so the third case
-holds it back until the character is complete. ``end()`` flushes what is left. The chunks join to
-the decode of all pushed tokens (the decode of each newline-ended run, for tokenizers whose
-decode is not additive, exactly as ``TextStreamer`` prints it).
+holds it back until the character is complete. ``end()`` flushes what is left.
+
+The chunks always join to the decode of all the pushed tokens, which is the text a pipeline returns.
+Two things keep it so where ``TextStreamer`` would print something else:
+
+- every push decodes all the tokens since the prompt (``TextStreamer`` drops them after a newline, and
+  a SentencePiece decoder then strips the leading space of the next word);
+- with a decode that cleans up tokenization spaces (``cleans_spaces``: transformers'
+  ``clean_up_tokenization``, which the text-generation pipeline applies), a later token can remove a
+  space already decoded (``"x  "`` + ``"."`` decodes to ``"x ."``; ``" 's"`` becomes ``"'s"``), so the
+  chunk stops before any text that a clean-up pattern could still reach (:func:`cleanup_stable_end`).
 """
 
 from __future__ import annotations
@@ -25,7 +33,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from ..tokenizer import CLEANUP_REPLACEMENTS
+
 REPLACEMENT_CHARACTER = "\ufffd"
+# what a clean-up pattern is made of, and how far back of the end of a text one can start
+_CLEANUP_CHARS = frozenset("".join(before for before, _ in CLEANUP_REPLACEMENTS))
+_CLEANUP_REACH = max(len(before) for before, _ in CLEANUP_REPLACEMENTS) - 1
 
 # The CJK blocks of ``TextStreamer._is_chinese_char`` (inclusive code point ranges).
 _CJK_RANGES = (
@@ -50,6 +63,22 @@ def is_cjk_character(char: str) -> bool:
     return any(low <= code <= high for low, high in _CJK_RANGES)
 
 
+def cleanup_stable_end(text: str, end: int) -> int:
+    """The largest cut at or before ``end`` that clean-up of ``text`` plus any later text keeps.
+
+    Every clean-up pattern starts with a space and only removes spaces, so text that is cleaned up
+    again with more text after it changes only where a pattern overlaps the end: the cut is stable
+    when the character before it is in no pattern, or no space is among the last
+    ``_CLEANUP_REACH`` characters before it (a pattern's space, then its other characters).
+
+    >>> cleanup_stable_end("a b  ", 5), cleanup_stable_end("you ' ", 6), cleanup_stable_end("a\\n  ", 4)
+    (3, 3, 2)
+    """
+    while end > 0 and text[end - 1] in _CLEANUP_CHARS and " " in text[max(0, end - _CLEANUP_REACH) : end]:
+        end -= 1
+    return end
+
+
 class TextStream:
     """Turns the token ids of one generated row into text chunks, as ``TextStreamer`` prints them.
 
@@ -62,12 +91,16 @@ class TextStream:
     ``skip_special_tokens=True`` are passed to it on every call. With ``skip_prompt`` the first
     push after construction or ``end()`` is the prompt and gives no text. Each push is one step of
     the rule, as one ``TextStreamer.put``: push one token at a time to stream token by token.
-    ``push`` and ``end`` return the chunks that are ready (no empty strings).
+    ``push`` and ``end`` return the chunks that are ready (no empty strings). ``cleans_spaces`` says
+    that ``decode`` cleans up tokenization spaces (also implied by ``clean_up_tokenization_spaces=True``
+    in ``decode_kwargs``).
     """
 
-    def __init__(self, decode: Callable[..., str], skip_prompt: bool = True, **decode_kwargs: Any) -> None:
+    def __init__(self, decode: Callable[..., str], skip_prompt: bool = True, *, cleans_spaces: bool = False,
+                 **decode_kwargs: Any) -> None:
         self.decode = decode
         self.skip_prompt = skip_prompt
+        self.cleans_spaces = cleans_spaces or bool(decode_kwargs.get("clean_up_tokenization_spaces"))
         self.decode_kwargs = decode_kwargs
         self._tokens: list[int] = []
         self._printed = 0
@@ -85,17 +118,18 @@ class TextStream:
             return []
         self._tokens.extend(ids)
         text = self.decode(self._tokens, **self.decode_kwargs)
-        if text.endswith("\n"):
-            chunk = text[self._printed :]
-            self._tokens, self._printed = [], 0
-        elif text and is_cjk_character(text[-1]):
-            chunk = text[self._printed :]
-            self._printed += len(chunk)
-        else:
-            # a U+FFFD tail (incomplete character) is after the last space, so it stays back here
-            chunk = text[self._printed : text.rfind(" ") + 1]
-            self._printed += len(chunk)
+        end = self._final_end(text)
+        chunk = text[self._printed : end] if end > self._printed else ""
+        self._printed += len(chunk)
         return [chunk] if chunk else []
+
+    def _final_end(self, text: str) -> int:
+        """Where the text that later tokens cannot change ends (the rule of the module docstring)."""
+        if text.endswith("\n") or (text and is_cjk_character(text[-1])):
+            end = len(text)
+        else:  # a U+FFFD tail (incomplete character) is after the last space, so it stays back here
+            end = text.rfind(" ") + 1
+        return cleanup_stable_end(text, end) if self.cleans_spaces else end
 
     def end(self) -> list[str]:
         """Flushes the pending text and readies the stream for the next prompt.

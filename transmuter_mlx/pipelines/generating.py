@@ -25,21 +25,23 @@ a full batch), ``decode`` (new tokens to text), and optionally ``configure``, ``
 
 from __future__ import annotations
 
-import queue
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from types import MappingProxyType
 from typing import Any
 
+from .._native import as_exception
+from .._tokenize import check_unicode_in
 from ..converters.backends.threads import release_thread
+from ..generation.chunks import ChunkSink, StreamAbandoned, TextChunks, all_abandoned
 from ..generation.config import GenerationConfig
 from ..generation.loop import Generated
 from ..generation.streaming import TextStream
 from .base import Pipeline
 from .options import chunks
 
-__all__ = ["GENERATION_OPTIONS", "STREAM_OPTIONS", "GeneratingPipeline", "Sink", "drain_chunks"]
+__all__ = ["GENERATION_OPTIONS", "STREAM_OPTIONS", "GeneratingPipeline", "Sink"]
 
 GENERATION_OPTIONS = GenerationConfig.fields()
 STREAM_OPTIONS = MappingProxyType({"stream": False, "stream_done": False})
@@ -57,6 +59,9 @@ class GeneratingPipeline(Pipeline):
     """
 
     generation: GenerationConfig
+    # whether ``decode`` cleans up tokenization spaces (" ." -> "."): a stream then holds back the text
+    # that a later token can change, so that its chunks join to the returned text
+    decode_cleans_spaces: bool = False
 
     def __init__(self, source: Any = None, /, **options: Any) -> None:
         super().__init__(source, **options)
@@ -136,12 +141,31 @@ class GeneratingPipeline(Pipeline):
         outputs = self.generate_outputs(items, sinks, opts)
         return [self.result(prepared, out, opts) for prepared, out in outputs]
 
+    def input_errors(self, items: Sequence[Any], **options: Any) -> list[Exception | None]:
+        """The error each input would raise alone (None: it is good), found by preparing it, without
+        decoding. ``tm.Serving`` uses it after a batch raised: the bad inputs fail alone and the others
+        run again as one batch, so one bad input costs one more loop, not a loop per input."""
+        try:
+            opts = self.call_options(options)
+            config = self.generation_for(opts)
+        except Exception as error:  # the call's options: every input gets their error
+            return [error] * len(items)
+        errors: list[Exception | None] = []
+        for item in items:
+            try:
+                self.prepare(0, check_unicode_in(item, f"{self.task}: input 0"), opts, config)
+                errors.append(None)
+            except Exception as error:
+                errors.append(error)
+        return errors
+
     def generate_outputs(self, items: Sequence[Any], sinks: Sequence[Sink | None],
                          options: Mapping[str, Any]) -> list[tuple[Any, Output]]:
         """For each item: its prepared input, the new token ids of its returned sequences and its token
         summary. ``options`` are a call's checked options (``call_options``)."""
         config = self.generation_for(options)
-        prepared = [self.prepare(i, x, options, config) for i, x in enumerate(items)]
+        prepared = [self.prepare(i, check_unicode_in(x, f"{self.task}: input {i}"), options, config)
+                    for i, x in enumerate(items)]
         by_seed: dict[Any, list[int]] = {}
         for i, p in enumerate(prepared):  # the rows of one loop share a seed
             seed = getattr(p, "seed", None)
@@ -160,10 +184,16 @@ class GeneratingPipeline(Pipeline):
         """One decoding loop. A partial batch is filled with copies of its first input so that the loop
         runs the compiled shapes; the copies' outputs are dropped here."""
         filled = batch + [batch[0]] * (self.options.compile.batch_size - len(batch))
-        streams = [TextStream(self.decode, skip_prompt=False) if s else None for s in sinks]
+        streams = [TextStream(self.decode, skip_prompt=False, cleans_spaces=self.decode_cleans_spaces)
+                   if s else None for s in sinks]
         pushed = [0] * len(sinks)
+        for prepared, sink in zip(batch, sinks):  # the returned text starts with the prefix, so does the stream
+            if sink and (prefix := self.text_prefix(prepared, options)):
+                sink(prefix)
 
         def on_step(new: list[list[int]]) -> None:  # rows are inputs: streaming is greedy or one sample
+            if all_abandoned(sinks):
+                raise StreamAbandoned(f"{self.task}: every consumer of this loop's streams left")
             for i, (stream, sink) in enumerate(zip(streams, sinks)):
                 if stream is None:
                     continue
@@ -173,6 +203,8 @@ class GeneratingPipeline(Pipeline):
                 pushed[i] = len(new[i])
 
         with self._loop_lock:
+            if all_abandoned(sinks):  # left while this loop waited for the one before it
+                raise StreamAbandoned(f"{self.task}: every consumer of this loop's streams left")
             out = self.generate_batch(filled, config, options, on_step if any(sinks) else None)
         for stream, sink in zip(streams, sinks):
             for chunk in stream.end() if stream else []:
@@ -189,32 +221,27 @@ class GeneratingPipeline(Pipeline):
 
     # ------------------------------------------------------------------ streaming
     def stream(self, item: Any, options: Mapping[str, Any]) -> Iterator[Any]:
-        """The text chunks of one input as they are generated (a worker thread runs the loop)."""
+        """The text chunks of one input as they are generated (a worker thread runs the loop).
+
+        Leaving the iterator early (``break``, dropping it, ``close()``) stops the loop at its next step
+        and waits for the worker thread to release its MLX state (``generation/chunks.py``).
+        """
         opts = {**options, "stream": True}
+        item = check_unicode_in(item, f"{self.task}: input 0")
         self.prepare(0, item, opts, self.generation_for(opts))  # bad input fails here, not in the iterator
-        pending: queue.Queue = queue.Queue()
-        outcome: Future = Future()
+        sink, outcome = ChunkSink(), Future()
 
         def work() -> None:
             try:
-                outcome.set_result(self.stream_many([item], [pending.put], **opts)[0])
-            except BaseException as error:  # handed to the consumer
-                outcome.set_exception(error)
+                outcome.set_result(self.stream_many([item], [sink], **opts)[0])
+            except BaseException as error:  # handed to the consumer (a native panic as an Exception)
+                outcome.set_exception(as_exception(error, self.task))
             finally:
                 try:
                     release_thread()  # before the end mark: the consumer may end the process right after it
                 finally:
-                    pending.put(None)
+                    sink.end()
 
-        threading.Thread(target=work, name=f"{self.task}-stream", daemon=True).start()
-        return drain_chunks(pending, outcome, bool(opts.get("stream_done")))
-
-
-def drain_chunks(pending: queue.Queue, outcome: Future, done: bool) -> Iterator[Any]:
-    """The chunks put in ``pending`` until its end mark (None), then the outcome: its error raised, or
-    with ``done`` a final ``("done", {"token_summary": ...})``. Serving's streams use it too."""
-    while (chunk := pending.get()) is not None:
-        yield chunk
-    result = outcome.result()
-    if done:
-        yield ("done", {"token_summary": result["results"][0]["token_summary"]})
+        worker = threading.Thread(target=work, name=f"{self.task}-stream", daemon=True)
+        worker.start()
+        return TextChunks(sink, outcome, bool(opts.get("stream_done")), worker=worker)

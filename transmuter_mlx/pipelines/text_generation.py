@@ -58,6 +58,7 @@ class TextGeneration(GeneratingPipeline):
     task = "text-generation"
     defaults = MappingProxyType({**{n: None for n in GENERATION_OPTIONS}, **TASK_OPTIONS})
     single_types = (str, dict)
+    decode_cleans_spaces = True  # decode() cleans up tokenization spaces, as transformers' pipeline
 
     def __init__(self, source: Any = None, /, **options: Any) -> None:
         super().__init__(source, **options)

@@ -1,0 +1,125 @@
+"""The two ends of a text stream: the decoding thread's :class:`ChunkSink` and the consumer's :class:`TextChunks`.
+
+>>> sink, outcome = ChunkSink(), Future()
+>>> sink("Hello "), sink("world"), outcome.set_result({"results": [{"token_summary": {}}]}), sink.end()
+(None, None, None, None)
+>>> list(TextChunks(sink, outcome, done=False))
+['Hello ', 'world']
+
+A consumer may leave a stream early: ``break`` out of its loop, an exception, a closed pipe, or just
+dropping the iterator. :meth:`TextChunks.close` (called by ``del``, garbage collection, ``with`` and, for
+the streams still open, at interpreter exit) marks the sink abandoned, so that the decoding loop stops at
+its next step (:class:`StreamAbandoned`, which no consumer sees), and waits up to :data:`ABANDON_WAIT_S`
+for the stream's decoding thread to end. That thread releases its MLX state as it ends: MLX aborts a
+process that exits while a thread still runs on its streams ("terminate called without an active
+exception").
+"""
+
+from __future__ import annotations
+
+import atexit
+import queue
+import threading
+import weakref
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future
+from typing import Any
+
+__all__ = ["ABANDON_WAIT_S", "ChunkSink", "StreamAbandoned", "TextChunks", "all_abandoned"]
+
+ABANDON_WAIT_S = 30.0  # the most a consumer that leaves a stream waits for its decoding to stop (one step)
+_END = object()  # the end mark of a sink's queue
+_open_streams: weakref.WeakSet[TextChunks] = weakref.WeakSet()
+
+
+class StreamAbandoned(Exception):
+    """Stops a decoding loop whose streams were all left by their consumers (no consumer sees it)."""
+
+
+class ChunkSink:
+    """Where a decoding thread puts one stream's text chunks, until the consumer abandons it.
+
+    ``sent`` says whether a chunk went out (such a stream cannot be rerun without repeating it).
+    """
+
+    def __init__(self) -> None:
+        self.chunks: queue.Queue = queue.Queue()
+        self.abandoned = threading.Event()
+        self.sent = False
+
+    def __call__(self, chunk: Any) -> None:
+        if not self.abandoned.is_set():
+            self.sent = True
+            self.chunks.put(chunk)
+
+    def end(self) -> None:
+        """Puts the end mark: the run's outcome is set."""
+        self.chunks.put(_END)
+
+
+def all_abandoned(sinks: Sequence[Any]) -> bool:
+    """Whether every row of a loop streams to a sink that its consumer left (a row without a sink wants
+    its result, so the loop goes on for it)."""
+    return bool(sinks) and all(isinstance(s, ChunkSink) and s.abandoned.is_set() for s in sinks)
+
+
+class TextChunks(Iterator[Any]):
+    """The consumer's end of a stream: the chunks of ``sink`` until its end mark, then the outcome's error
+    raised, or with ``done`` a final ``("done", {"token_summary": ...})``.
+
+    ``close()`` abandons an unfinished stream: ``on_close`` is called (a Serving drops a call not yet
+    started) and the decoding thread ``worker``, when there is one, is waited for.
+    """
+
+    def __init__(self, sink: ChunkSink, outcome: Future, done: bool, *, worker: threading.Thread | None = None,
+                 on_close: Callable[[], Any] | None = None) -> None:
+        self._sink, self._outcome, self._done = sink, outcome, done
+        self._worker, self._on_close = worker, on_close
+        self._open = True
+        _open_streams.add(self)
+
+    def __iter__(self) -> TextChunks:
+        return self
+
+    def __next__(self) -> Any:
+        if not self._open:
+            raise StopIteration
+        chunk = self._sink.chunks.get()
+        if chunk is not _END:
+            return chunk
+        self._open = False
+        result = self._outcome.result()  # the run's error is raised here
+        if self._done:
+            return ("done", {"token_summary": result["results"][0]["token_summary"]})
+        raise StopIteration
+
+    def close(self, timeout: float = ABANDON_WAIT_S) -> None:
+        """Leaves the stream: its decoding stops at the next step; waits up to ``timeout`` s for its thread."""
+        if not self._open:
+            return
+        self._open = False
+        self._sink.abandoned.set()
+        if self._on_close is not None:
+            self._on_close()
+        worker = self._worker
+        if worker is not None and worker is not threading.current_thread():
+            worker.join(timeout)
+
+    def __enter__(self) -> TextChunks:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # at interpreter teardown the modules it uses may be gone
+            pass
+
+
+@atexit.register
+def _close_open_streams() -> None:
+    """Streams still open at exit (an iterator kept in a global, never finished) stop their decoding."""
+    for stream in list(_open_streams):
+        stream.close()
