@@ -255,3 +255,28 @@ def test_stopped_rows_get_padding_tokens():
     out = generate(session, [[7], [0]], GenerationConfig(max_new_tokens=5, eos_token_id=[9], pad_token_id=3))
     assert out.sequences == [[8, 9], [1, 2, 3, 4, 5]]
     assert [row[0] for row in session.fed] == [8, 9, 3, 3]
+
+
+class _Reserving(_Toy):
+    """A toy session that records what ``generate`` asks it to reserve."""
+
+    def reserve(self, steps, longest=None):
+        self.reserved = (steps, longest)
+
+
+@pytest.mark.parametrize("mode", [{}, {"num_beams": 2}])
+def test_max_length_cap_bounds_the_rows_and_the_reserve(mode):
+    """A context of 12 positions: max_new_tokens=10**9 gives rows of 12 tokens and reserves no more."""
+    session = _Reserving()
+    config = GenerationConfig(max_new_tokens=10**9, **mode)
+    out = generate(session, [[1, 2, 3], [4]], config, max_length_cap=12)
+    assert session.reserved == (11, 12)
+    assert [len(s) for s in out.sequences] == [9, 11]  # each row to the end of the context
+
+
+def test_capacity_never_exceeds_the_longest_row():
+    from transmuter_mlx.generation.sessions_common import capacity
+
+    assert capacity(9, 64) == 128  # a power of two
+    assert capacity(12, 40948, longest=40960) == 40960  # not 65536: the context is the bound
+    assert capacity(200, 250, longest=256) == 512  # left padding needs more than the longest row

@@ -53,7 +53,8 @@ class DecoderSession(Protocol):
     from ``generate``, the backend's array of picked tokens, not yet read by the host (keep it there).
     ``reorder(rows)`` makes row r continue from old row ``rows[r]`` (beam search).
     ``padding`` (optional) is the number of padding positions of each row after ``prefill``.
-    ``reserve(steps)`` (optional) is called before ``prefill`` with the most new tokens a row may get.
+    ``reserve(steps, longest=n)`` (optional) is called before ``prefill`` with the most new tokens a row
+    may get and the longest a row may be (prompt included).
     """
 
     B: Any
@@ -83,20 +84,24 @@ def generate(
     decode: Callable[[list[int]], str] | None = None,
     max_position_embeddings: int | None = None,
     on_step: Callable[[list[list[int]]], None] | None = None,
+    max_length_cap: int | None = None,
 ) -> Generated:
     """Run ``config`` (its ``mode``) over ``prompts`` (decoder inputs, one per input).
 
     ``decode(tokens) -> str`` is needed for ``stop_strings``. ``on_step(new_tokens)`` is called after
     each step with every row's new tokens so far (greedy and sampling; for streaming).
+    ``max_length_cap`` caps every row's length, prompt included (the model's context, see
+    ``generation/context.py``): a session never reserves room for more.
     """
     prompts = [[int(t) for t in p] for p in prompts]
     if config.stop_strings and decode is None:
         raise ValueError("stop_strings need a decode function (the tokenizer's decode)")
     if config.mode == "beam":
-        return _beam(session, prompts, config, decode, max_position_embeddings)
+        return _beam(session, prompts, config, decode, _bounds(prompts, config, max_position_embeddings,
+                                                               max_length_cap))
     copies = config.num_return_sequences if config.mode == "sample" else 1
     rows = [p for p in prompts for _ in range(copies)]
-    bounds = [config.lengths(len(p), max_position_embeddings) for p in rows]
+    bounds = _bounds(rows, config, max_position_embeddings, max_length_cap)
     info = Rows([list(p) for p in rows], [len(p) for p in rows], [b[0] for b in bounds], [b[1] for b in bounds])
     chain = build_processors(config)
     keys = None
@@ -106,7 +111,7 @@ def generate(
     live = [len(p) < m for p, (m, _) in zip(rows, bounds)]
     stopped_by = ["length" if not ok else "" for ok in live]
     B = session.B
-    _reserve(session, [m - len(p) for p, (m, _) in zip(rows, bounds)])
+    _reserve(session, rows, bounds)
     logits = session.prefill(rows)
     while any(live):
         scores = apply(chain, B, B.astype(logits, np.float32), info)
@@ -136,11 +141,19 @@ def generate(
     return Generated(sequences, summaries, None, stopped_by)
 
 
-def _reserve(session: DecoderSession, steps: list[int]) -> None:
-    """Tell a session with a fixed-size cache (``reserve``) how many new tokens to make room for."""
+def _bounds(prompts: list[list[int]], config: GenerationConfig, max_position_embeddings: int | None,
+            cap: int | None) -> list[tuple[int, int]]:
+    """``(max_length, min_length)`` of each row, the max_length at most ``cap``."""
+    bounds = [config.lengths(len(p), max_position_embeddings) for p in prompts]
+    return bounds if cap is None else [(min(m, cap), n) for m, n in bounds]
+
+
+def _reserve(session: DecoderSession, prompts: list[list[int]], bounds: list[tuple[int, int]]) -> None:
+    """Tell a session with a fixed-size cache (``reserve``) how many new tokens to make room for, and the
+    longest row (prompt included) there can be."""
     reserve = getattr(session, "reserve", None)
-    if reserve is not None and steps:
-        reserve(max(steps))
+    if reserve is not None and prompts:
+        reserve(max(m - len(p) for p, (m, _) in zip(prompts, bounds)), longest=max(m for m, _ in bounds))
 
 
 def _stop(new: list[int], token: int, length: int, max_length: int, config: GenerationConfig,
@@ -164,9 +177,8 @@ def _log_softmax(B: Any, x: Any) -> Any:
 
 
 def _beam(session: DecoderSession, prompts: list[list[int]], config: GenerationConfig,
-          decode: Callable[[list[int]], str] | None, max_position_embeddings: int | None) -> Generated:
+          decode: Callable[[list[int]], str] | None, bounds: list[tuple[int, int]]) -> Generated:
     n = config.num_beams
-    bounds = [config.lengths(len(p), max_position_embeddings) for p in prompts]
     stop = None
     if config.stop_strings:
         def stop(i: int, new: list[int]) -> bool:
@@ -179,7 +191,7 @@ def _beam(session: DecoderSession, prompts: list[list[int]], config: GenerationC
     info = Rows([list(p) for p in rows], [len(p) for p in rows], [bounds[r // n][0] for r in range(len(rows))],
                 [bounds[r // n][1] for r in range(len(rows))])
     B = session.B
-    _reserve(session, [m - len(p) for p, (m, _) in zip(prompts, bounds)])
+    _reserve(session, prompts, bounds)
     logits = session.prefill(rows)
     while not search.done:
         info.tokens = [p + new for p, new in zip(rows, search.new_tokens())]

@@ -8,8 +8,9 @@
   writes each row's new keys and values in place after its valid rows (``seqlens_k = sum(mask) - 1``)
   and returns the buffer; the prompts are padded on the right, so each row's tokens start at row 0.
 
-Both keep the capacity a power of two: ``reserve(steps)`` (called by ``generate``) sizes it for the
-prompt and the new tokens, and the buffer doubles when it runs out anyway.
+Both keep the capacity a power of two: ``reserve(steps, longest)`` (called by ``generate``) sizes it for
+the prompt and the new tokens, never above the longest row there can be (a bound that is not a power of
+two is not rounded up), and the buffer doubles when it runs out anyway (without a reserve).
 """
 
 from __future__ import annotations
@@ -33,12 +34,15 @@ class _Fixed:
         self.model, self.B, self.pad = model, model.backend, int(pad_token_id)
         self.layout = layout or CacheLayout.of(model)
         self.steps = 0  # new tokens to make room for (``reserve``)
+        self.longest: int | None = None  # the longest row there can be, prompt included (``reserve``)
         self.cache: dict[str, Any] = {}
         self.padding: list[int] = []
 
-    def reserve(self, steps: int) -> None:
-        """Make room for ``steps`` new tokens after the next prompt (a hint; the buffer grows anyway)."""
+    def reserve(self, steps: int, longest: int | None = None) -> None:
+        """Make room for ``steps`` new tokens after the next prompt (a hint; the buffer grows anyway), in a
+        buffer of at most ``longest`` rows when the prompt's padding leaves room for that."""
         self.steps = max(int(steps), 0)
+        self.longest = longest
 
     def _empty(self, rows: int, length: int) -> dict[str, Any]:
         shape = (rows, self.layout.heads, length, self.layout.head_dim)
@@ -78,7 +82,7 @@ class BufferSession(_Fixed):
             ids[r, width - len(p):] = p
             mask[r, width - len(p):] = 1
         self.padding = [width - len(p) for p in prompts]
-        size = capacity(width, self.steps)
+        size = capacity(width, self.steps, self.longest)
         self.cache, self.mask, self.used = self._empty(rows, size), np.zeros((rows, size), np.int64), 0
         self.next = np.zeros(rows, np.int64)  # the position of each row's next token
         start = 0
@@ -143,7 +147,7 @@ class GQASession(_Fixed):
             ids[r, :len(p)] = p
         lengths = np.asarray([len(p) for p in prompts], np.int64)
         self.padding = [width - len(p) for p in prompts]
-        self.cache = self._empty(rows, capacity(width, self.steps))
+        self.cache = self._empty(rows, capacity(width, self.steps, self.longest))
         B, start, result = self.B, 0, None
         for s in chunk_sizes(width, self.max_chunk):
             logits = self._run(ids[:, start:start + s], np.full(rows, start + s, np.int64))

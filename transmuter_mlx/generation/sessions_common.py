@@ -130,10 +130,16 @@ def chunk_sizes(length: int, max_chunk: int = MAX_CHUNK) -> list[int]:
     return sizes
 
 
-def capacity(width: int, steps: int) -> int:
-    """The power of two that holds ``width`` prompt positions and ``steps`` more (at least one more)."""
+def capacity(width: int, steps: int, longest: int | None = None) -> int:
+    """The power of two that holds ``width`` prompt positions and ``steps`` more (at least one more), but
+    not more than ``longest`` (the longest row there can be: the model's context) when that holds them.
+
+    >>> capacity(9, 64), capacity(9, 30000, longest=30009), capacity(200, 250, longest=256)
+    (128, 30009, 512)
+    """
     need = width + max(steps, 1)
-    return 1 << (need - 1).bit_length()
+    size = 1 << (need - 1).bit_length()
+    return longest if longest is not None and need <= longest < size else size
 
 
 def positions(mask: np.ndarray) -> np.ndarray:

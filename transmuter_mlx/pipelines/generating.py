@@ -16,7 +16,9 @@ generation tasks share:
   partial batch filled with copies of its first input so that every loop runs the compiled shapes, and
   the copies' outputs dropped;
 - the tokens of each streamed row going through a :class:`TextStream` to its sink;
-- the checks of a call's :class:`GenerationConfig` (``max_new_tokens``, what cannot stream).
+- the checks of a call's :class:`GenerationConfig` (each option's type and range, what cannot stream)
+  and of each row's length against the model's context (:class:`ContextLimit`: an error past absolute
+  positions, a cap with a warning otherwise).
 
 A task fills in the hooks: ``prepare`` (one input, checked), ``generate_batch`` (one decoding loop over
 a full batch), ``decode`` (new tokens to text), and optionally ``configure``, ``normalize_input`` and
@@ -26,6 +28,7 @@ a full batch), ``decode`` (new tokens to text), and optionally ``configure``, ``
 from __future__ import annotations
 
 import threading
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from types import MappingProxyType
@@ -36,6 +39,7 @@ from .._tokenize import check_unicode_in
 from ..converters.backends.threads import release_thread
 from ..generation.chunks import ChunkSink, StreamAbandoned, TextChunks, all_abandoned
 from ..generation.config import GenerationConfig
+from ..generation.context import ContextLimit
 from ..generation.loop import Generated
 from ..generation.streaming import TextStream
 from .base import Pipeline
@@ -53,12 +57,16 @@ Output = tuple[list[list[int]], dict[str, int]]  # an input's returned sequences
 class GeneratingPipeline(Pipeline):
     """A pipeline that runs a decoding loop: batching, streaming and the call's GenerationConfig.
 
-    Subclasses set ``self.generation`` (the repository's :class:`GenerationConfig`) and implement
-    :meth:`prepare`, :meth:`generate_batch` and :meth:`decode`. ``stream`` and ``stream_done`` must be
-    in their ``defaults`` (:data:`STREAM_OPTIONS`).
+    Subclasses set ``self.generation`` (the repository's :class:`GenerationConfig`), ``self.context_limit``
+    (the decoder's :class:`ContextLimit`) and ``self.max_positions`` (``max_position_embeddings``, the cap of
+    the default length of 20 new tokens, as transformers), and implement :meth:`prepare`,
+    :meth:`generate_batch` and :meth:`decode`. ``stream`` and ``stream_done`` must be in their ``defaults``
+    (:data:`STREAM_OPTIONS`).
     """
 
     generation: GenerationConfig
+    context_limit: ContextLimit
+    max_positions: int | None = None
     # whether ``decode`` cleans up tokenization spaces (" ." -> "."): a stream then holds back the text
     # that a later token can change, so that its chunks join to the returned text
     decode_cleans_spaces: bool = False
@@ -117,6 +125,28 @@ class GeneratingPipeline(Pipeline):
             raise ValueError(f"{self.task}: stream=True streams one sequence; num_return_sequences must be "
                              f"1, got {config.num_return_sequences}")
         return self.configure(config, options)
+
+    def row_length(self, config: GenerationConfig, prompt_length: int, where: str = "") -> int:
+        """The most tokens (prompt included) a row of ``prompt_length`` decoder tokens may reach under the
+        model's context (:meth:`ContextLimit.max_length`); its errors name the task and ``where``."""
+        try:
+            return self.context_limit.max_length(config, prompt_length, self.max_positions)
+        except ValueError as error:
+            raise ValueError(f"{self.task}: {where}{error}") from error
+
+    def warn_context_end(self, out: Generated, prompt_lengths: Sequence[int], config: GenerationConfig) -> None:
+        """Warns when a row stopped at the end of the model's context (a cap: rotary or relative positions)
+        before the length its options asked for; once per decoding loop."""
+        limit, k = self.context_limit, max(len(out.sequences) // max(len(prompt_lengths), 1), 1)
+        for i, n in enumerate(prompt_lengths):
+            asked, _ = config.lengths(n, self.max_positions)
+            ended = [s for s in out.sequences[i * k:(i + 1) * k] if n + len(s) >= limit.positions]
+            if asked > limit.positions and ended:
+                option = "max_new_tokens" if config.max_new_tokens is not None else "max_length"
+                warnings.warn(f"{self.task}: a row stopped at the end of {limit.describe()}, after {n} prompt and "
+                              f"{len(ended[0])} new tokens, before the {option}={getattr(config, option)} asked for",
+                              stacklevel=2)
+                return
 
     # ------------------------------------------------------------------ run
     def __call__(self, inputs: Any, **options: Any) -> Any:

@@ -19,6 +19,7 @@ from typing import Any
 from ..chat_template import ChatTemplate, ChatTemplateError
 from ..converters.model import load
 from ..generation.config import GenerationConfig
+from ..generation.context import ContextLimit
 from ..generation.loop import Generated, generate
 from ..generation.sessions import open_session
 from ..tokenizer import Tokenizer
@@ -69,6 +70,7 @@ class TextGeneration(GeneratingPipeline):
         config = self.repo.config
         self.max_positions = config.get("max_position_embeddings") or config.get("n_positions")
         self.context = self.tokenizer.model_max_length
+        self.context_limit = ContextLimit.of(config, self.context)
         self._chat: ChatTemplate | None = None
         self.generation_for(dict(o.extra))  # options given at build time fail here, not at the first call
 
@@ -105,6 +107,7 @@ class TextGeneration(GeneratingPipeline):
         if self.context and len(ids) > self.context:
             raise ValueError(f"{self.task}: input {index} has {len(ids)} tokens, more than the {self.context} "
                              f"tokens of the model's context; shorten the prompt (it is not truncated)")
+        self.row_length(config, len(ids), f"input {index}: ")  # past absolute positions: an error, before decoding
         return Prompt(ids, seed, text)
 
     def render_chat(self, index: int, messages: Sequence[Mapping[str, Any]], template_options: Mapping) -> str:
@@ -137,8 +140,11 @@ class TextGeneration(GeneratingPipeline):
                        on_step: Callable[[list[list[int]]], None] | None) -> Generated:
         """One decoding loop over the prompts, each row with its own positions and KV cache padding."""
         session = open_session(self.model, config.pad_id if config.pad_id is not None else 0)
-        return generate(session, [p.ids for p in batch], config, decode=self.decode,
-                        max_position_embeddings=self.max_positions, on_step=on_step)
+        out = generate(session, [p.ids for p in batch], config, decode=self.decode,
+                       max_position_embeddings=self.max_positions, on_step=on_step,
+                       max_length_cap=self.context_limit.positions)
+        self.warn_context_end(out, [len(p.ids) for p in batch], config)
+        return out
 
     def text_prefix(self, prepared: Prompt, options: Mapping[str, Any]) -> str:
         """The prompt text under ``return_full_text=True``."""

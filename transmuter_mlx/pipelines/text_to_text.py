@@ -18,6 +18,7 @@ import numpy as np
 
 from ..converters.model import load
 from ..generation.config import GenerationConfig
+from ..generation.context import ContextLimit
 from ..generation.loop import Generated, generate
 from ..generation.seq2seq import EncoderDecoderSession
 from ..tokenizer import SPECIAL_TOKENS, Tokenizer
@@ -61,6 +62,8 @@ class TextToText(GeneratingPipeline):
             o.model if isinstance(o.model, EncoderDecoderSession) else self._load_session()
         )
         self.template = _language_slot(self.tokenizer)
+        self.max_positions = self.repo.config.get("max_position_embeddings")  # as transformers reads it
+        self.context_limit = ContextLimit.of(self.repo.config, self.tokenizer.model_max_length)
         self.generation_for(dict(o.extra))  # options given at build time fail here, not at the first call
 
     def _load_session(self) -> EncoderDecoderSession:
@@ -85,6 +88,7 @@ class TextToText(GeneratingPipeline):
                 f"{self.task}: {self.repo.name} has no decoder_start_token_id (nor bos_token_id) "
                 "in generation_config.json or config.json"
             )
+        self.row_length(config, 1, "the decoder: ")  # it starts from one token; past a table: an error
         target = options.get("target_language_token")
         if target is not None:
             config = config.update(forced_bos_token_id=self.language_id(target, "target_language_token"))
@@ -123,7 +127,9 @@ class TextToText(GeneratingPipeline):
         ids, mask, lengths = self.encode(batch, options.get("source_language_token"))
         self.session.encode(ids, mask)
         out = generate(self.session, [[config.start_id]] * len(batch), config, decode=self.tokenizer.decode,
-                       on_step=on_step)
+                       on_step=on_step, max_position_embeddings=self.max_positions,
+                       max_length_cap=self.context_limit.positions)
+        self.warn_context_end(out, [1] * len(batch), config)
         out.token_summaries = [{"input": n, "output": s["output"], "padding": int(ids.shape[1] - n)}
                                for n, s in zip(lengths, out.token_summaries)]
         return out
