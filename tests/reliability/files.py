@@ -6,6 +6,7 @@ the option. The CLI prints such an error on one line and exits with 2, without a
 
 from __future__ import annotations
 
+import atexit
 import functools
 import json
 import shutil
@@ -33,6 +34,7 @@ def _copy(fixture: str, files: tuple[tuple[str, str | bytes], ...], module: str)
 
     source = importlib.import_module(f"tests.fixtures.{module}").build(fixture)
     target = Path(tempfile.mkdtemp(prefix=f"reliability-{fixture}-"))
+    atexit.register(shutil.rmtree, target, True)  # the copies live as long as the test process
     for item in source.rglob("*"):
         if item.is_file():
             (target / item.relative_to(source)).parent.mkdir(parents=True, exist_ok=True)
