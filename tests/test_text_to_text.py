@@ -270,7 +270,7 @@ def test_session_needs_encode_first():
 def test_bad_words_and_logit_normalization_match_transformers(backend):
     from transformers.generation import logits_process as LP
 
-    from converters.backends import get_backend
+    from transmuter_mlx.converters.backends import get_backend
     from transmuter_mlx.generation import processors as P
 
     B = get_backend(backend)

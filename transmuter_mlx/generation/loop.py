@@ -1,7 +1,7 @@
 """The decoding loop: greedy selection, seeded sampling or beam search over a ``DecoderSession``.
 
 >>> import numpy as np
->>> from converters.backends import get_backend
+>>> from transmuter_mlx.converters.backends import get_backend
 >>> from transmuter_mlx.generation.config import GenerationConfig
 >>> from transmuter_mlx.generation.loop import generate
 >>> class Counting:  # a toy decoder: the next token is the last one plus one

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from .sessions_common import token_column
+from .sessions_common import run_model, token_column
 
 __all__ = ["EncoderDecoderSession", "Seq2SeqCache"]
 
@@ -164,7 +164,7 @@ class EncoderDecoderSession:
             feeds["use_cache_branch"] = np.array([True])
         else:
             model = self.decoder_with_past
-        out = model(self._known(model, feeds))
+        out = run_model(model, self._known(model, feeds), grows=True)
         for n in self.layout.decoder:
             self.cache[n] = out[_present(n)]
         return self._last(out["logits"])

@@ -20,7 +20,15 @@ from typing import Any
 
 import numpy as np
 
-from .sessions_common import MAX_CHUNK, CacheLayout, capacity, chunk_sizes, last_logits, token_column
+from .sessions_common import (
+    MAX_CHUNK,
+    CacheLayout,
+    capacity,
+    chunk_sizes,
+    last_logits,
+    run_model,
+    token_column,
+)
 
 __all__ = ["BufferSession", "GQASession"]
 
@@ -112,7 +120,7 @@ class BufferSession(_Fixed):
         mask = np.concatenate([self.mask, new_mask], 1)
         pos = np.where(new_mask == 0, 1, np.cumsum(new_mask, 1) - 1 + self.next[:, None]).astype(np.int64)
         feeds: dict[str, Any] = {"input_ids": ids, "attention_mask": mask, "position_ids": pos, **self.cache}
-        out = self.model(feeds)
+        out = run_model(self.model, feeds)
         present = self._present(out)
         rows, heads, length, dim = self.B.shape(present[self.layout.names[0]])
         self.cache = {n: self.B.slice(v, [0, 0, s, 0], [rows, heads, length, dim], [1, 1, 1, 1])
@@ -185,7 +193,7 @@ class GQASession(_Fixed):
         if self.layout.position_ids:  # exports that take them (transformers.js style): the rows' own
             s = self.B.shape(ids)[1]
             feeds["position_ids"] = (valid[:, None] - s + np.arange(s)[None, :]).astype(np.int64)
-        out = self.model(feeds)
+        out = run_model(self.model, feeds)
         self.cache = self._present(out)
         return out["logits"]
 

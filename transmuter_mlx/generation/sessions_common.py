@@ -17,7 +17,8 @@ import numpy as np
 
 from ..hub import load_json
 
-__all__ = ["MAX_CHUNK", "CacheLayout", "capacity", "chunk_sizes", "last_logits", "positions", "token_column"]
+__all__ = ["MAX_CHUNK", "CacheLayout", "capacity", "chunk_sizes", "last_logits", "positions", "run_model",
+           "token_column"]
 
 _PAST = re.compile(r"^past_key_values\.(\d+)\.(key|value)$")
 MAX_CHUNK = 512  # the longest prompt piece run at once
@@ -156,6 +157,21 @@ def token_column(B: Any, tokens: Any, rows: Any = None) -> Any:
         return ids if rows is None else B.take(ids, B.asarray(np.asarray(rows, np.int64)), 0)
     ids = np.asarray(tokens, np.int64).reshape(-1, 1)
     return ids if rows is None else ids[np.asarray(rows, np.int64)]
+
+
+def run_model(model: Any, feeds: dict[str, Any], grows: bool = False) -> dict[str, Any]:
+    """``model(feeds)`` for a decoding step. Token ids still on the device are the loop's own picks (over the
+    logits' columns): the model does not read them back for its index check, which would wait for the
+    device. A step whose cache ``grows`` has a new shape every token: it is not traced (MLX on the CPU
+    compiles a kernel per shape; for shapes used about once per generation that costs far more than it saves:
+    200 GPT-2 tokens took 67 s traced, 2 s not)."""
+    B = getattr(model, "backend", None)  # a Model; any other callable of feeds is called as it is
+    if B is None:
+        return model(feeds)
+    options: dict[str, Any] = {"compile": False} if grows and B.traces else {}
+    if not B.is_host and B.is_array(feeds.get("input_ids")):
+        options["unchecked"] = ("input_ids",)
+    return model(feeds, **options) if options else model(feeds)
 
 
 def last_logits(B: Any, logits: Any, index: int = -1) -> Any:

@@ -13,7 +13,15 @@ from typing import Any
 
 import numpy as np
 
-from .sessions_common import MAX_CHUNK, CacheLayout, chunk_sizes, last_logits, positions, token_column
+from .sessions_common import (
+    MAX_CHUNK,
+    CacheLayout,
+    chunk_sizes,
+    last_logits,
+    positions,
+    run_model,
+    token_column,
+)
 
 __all__ = ["GrowSession"]
 
@@ -55,7 +63,7 @@ class GrowSession:
             feeds["position_ids"] = positions(group.mask)[:, -input_ids.shape[1]:]
         if self.layout.use_cache_branch:
             feeds["use_cache_branch"] = np.array([not first])
-        out = self.model(feeds)
+        out = run_model(self.model, feeds, grows=True)
         group.cache = {n: out[n.replace("past_key_values", "present")] for n in self.layout.names}
         return out["logits"]
 
