@@ -131,13 +131,13 @@ def test_a_bad_value_in_generation_config_json_names_the_file(tmp_path):
     ({"model_type": "qwen3", "max_position_embeddings": 40960, "rope_scaling": None}, "rotary", 40960),
     ({"model_type": "t5", "n_positions": 512, "relative_attention_num_buckets": 32}, "relative", 512),
     ({"model_type": "t5", "relative_attention_num_buckets": 32}, "relative", 300),  # the tokenizer's
-    ({"model_type": "bloom"}, "unknown", 300),
-    ({"model_type": "vision-encoder-decoder", "decoder": {"model_type": "gpt2", "n_positions": 64}}, "absolute", 64),
+    ({"model_type": "gpt2"}, "unknown", 300),  # no positions in the config: the tokenizer's
 ])
 def test_context_limit_of_a_config(config, kind, positions):
+    from transmuter_mlx import zoo
     from transmuter_mlx.generation.context import ContextLimit
 
-    limit = ContextLimit.of(config, declared=300)
+    limit = ContextLimit.of(zoo.family(config).ModelArgs.from_dict(config), declared=300)
     assert (limit.kind, limit.positions, limit.hard) == (kind, positions, kind == "absolute")
 
 
@@ -156,4 +156,6 @@ def test_context_limit_lengths():
     assert rotary.max_length(GenerationConfig(max_new_tokens=10**9), 10) == 256
     with pytest.raises(ValueError, match="the prompt has 256 tokens, which leaves no room for a new token"):
         rotary.max_length(GenerationConfig(max_new_tokens=1), 256)
-    assert ContextLimit.of({}).positions == DEFAULT_POSITIONS
+    from transmuter_mlx import zoo
+
+    assert ContextLimit.of(zoo.family("llama").ModelArgs()).positions == DEFAULT_POSITIONS

@@ -217,7 +217,7 @@ def test_generated_tokens_stream_to_the_returned_text():
         prompts = random_prompts(seed=2, n=300)
         options = pipe.call_options({})
         for prompt, (prepared, out) in zip(prompts, pipe.generate_outputs(prompts, [None] * len(prompts), options)):
-            (text,) = [r["text"] for r in pipe.result(prepared, out, options)["results"]]
+            (text,) = [r["text"] for r in pipe.postprocess(prepared, out, options)["results"]]
             (ids,) = out[0]
             assert "".join(chunks_of(pipe.decode, ids, pipe.decode_cleans_spaces)) == text, prompt
             broken_by_the_old_rule += "".join(chunks_of(pipe.decode, ids, False)) != text

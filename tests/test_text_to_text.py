@@ -249,10 +249,10 @@ def test_split_decoders_equal_the_merged_one():
     config = GenerationConfig.from_repo(folder).update(max_new_tokens=16, num_beams=3, **PROBE)
     results = []
     for session in (merged, split):
-        session.encode(batch["input_ids"], batch["attention_mask"])
+        session.encode({"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]})
         results.append(generate(session, [[config.start_id]] * 3, config).sequences)
     assert results[0] == results[1]
-    assert merged.layout.heads == 4 and merged.layout.head_dim == 16 and len(merged.layout.decoder) == 4
+    assert merged.layout.heads == 4 and merged.layout.head_dim == 16 and len(merged.layout.names) == 4
 
 
 def test_session_needs_encode_first():

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from transmuter_mlx import zoo
 from transmuter_mlx.hub import RepoFileNotFoundError
 from transmuter_mlx.tokenizer import Tokenizer, TokenizerLoadError
 
@@ -284,7 +285,7 @@ def test_special_tokens_and_vocab(pair):
     assert ours.token_to_id("surely-not-a-token") is None
     assert ours.clean_up_tokenization_spaces == ref.clean_up_tokenization_spaces
     assert ours.chat_template == ref.chat_template
-    assert ours.model_max_length == (512 if name == "minilm" else ref.model_max_length)
+    assert ours.model_max_length == (ref.model_max_length if ref.model_max_length < 10**12 else None)
 
 
 def test_left_padding_and_side_override(folders):
@@ -302,7 +303,9 @@ def test_feeds_selects_model_inputs(folders):
     assert list(feeds) == ["input_ids", "attention_mask"] and feeds["input_ids"].dtype == np.int64
 
 
-def test_model_max_length_capped_by_positions(folders, tmp_path):
+def test_model_max_length_is_the_tokenizer_configs(folders, tmp_path):
+    """As transformers: tokenizer_config.json's model_max_length (None for its "very large" default); the
+    positions of config.json are the model's, which the pipelines apply through the zoo family."""
     folder = tmp_path / "capped"
     folder.mkdir()
     for f in folders["unigram_xlmr"].iterdir():
@@ -310,14 +313,12 @@ def test_model_max_length_capped_by_positions(folders, tmp_path):
     config = json.loads((folder / "tokenizer_config.json").read_text())
     config["model_max_length"] = int(1e30)
     (folder / "tokenizer_config.json").write_text(json.dumps(config))
+    (folder / "config.json").write_text(json.dumps({"model_type": "xlm-roberta", "max_position_embeddings": 18}))
     tok = Tokenizer.from_folder(folder)
-    assert tok.model_max_length is None
-    (folder / "config.json").write_text(
-        json.dumps({"model_type": "xlm-roberta", "max_position_embeddings": 18})
-    )
-    tok = Tokenizer.from_folder(folder)
-    assert tok.model_max_length == 16
-    assert tok([TEXTS[4]]).input_ids.shape == (1, 16)
+    ref = transformers.AutoTokenizer.from_pretrained(folder)
+    assert tok.model_max_length is None and ref.model_max_length == int(1e30)
+    assert zoo.family("xlm-roberta").ModelArgs.from_dict({"max_position_embeddings": 18}).max_length == 16
+    assert tok([TEXTS[4]], max_length=16).input_ids.shape == (1, 16)
 
 
 def test_chat_template_files(folders, tmp_path):

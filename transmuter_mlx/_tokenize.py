@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -82,42 +83,69 @@ def check_unicode_in(item: Any, where: str) -> Any:
     return item
 
 
-def pad_rows(rows: list, buckets: list[int], pad_id: int, side: str) -> dict[str, np.ndarray]:
-    """Pad tokenizers encodings to one length (the longest, or the smallest bucket that fits).
+@dataclass
+class TokenRow:
+    """One encoded row, unpadded: (tokens,) int64 arrays, and ``offsets`` (tokens, 2) of UTF-8 bytes into its
+    text (the first or second of a pair, as ``sequence_ids`` says; -1 on special tokens, as ``word_ids``).
+    ``sample`` is the index of the text it came from; ``owner`` the input it serves (a pipeline's own)."""
+
+    sample: int
+    input_ids: np.ndarray
+    token_type_ids: np.ndarray
+    offsets: np.ndarray
+    sequence_ids: np.ndarray
+    word_ids: np.ndarray
+    special_tokens_mask: np.ndarray
+    owner: int = -1
+
+    @classmethod
+    def of(cls, encoding: Any, sample: int) -> TokenRow:
+        """The row of a ``tokenizers.Encoding`` (character offsets, turned into bytes by the caller)."""
+        return cls(
+            sample,
+            np.asarray(encoding.ids, np.int64),
+            np.asarray(encoding.type_ids, np.int64),
+            np.asarray(encoding.offsets, np.int64).reshape(-1, 2),
+            np.asarray([-1 if x is None else x for x in encoding.sequence_ids], np.int64),
+            np.asarray([-1 if x is None else x for x in encoding.word_ids], np.int64),
+            np.asarray(encoding.special_tokens_mask, np.int64),
+            sample,
+        )
+
+    def __len__(self) -> int:
+        return len(self.input_ids)
+
+
+# what a padding position holds, per field (attention_mask is 1 on the row's own tokens)
+PADDING = {"input_ids": None, "attention_mask": 0, "token_type_ids": 0, "offsets": 0, "sequence_ids": -1,
+           "word_ids": -1, "special_tokens_mask": 1}
+
+
+def pad_rows(rows: Sequence[TokenRow], lengths: int | Sequence[int], pad_id: int, side: str,
+             fields: Sequence[str] = tuple(PADDING)) -> dict[str, np.ndarray]:
+    """``fields`` of ``rows`` padded on ``side`` to one length: ``lengths`` itself, or the smallest of
+    ``lengths`` that holds the longest row (the longest row's length when empty); ``pad_id`` fills the ids.
 
     >>> pad_rows([], [8], 0, "right")["input_ids"].shape
     (0, 8)
     """
-    longest = max((len(r.ids) for r in rows), default=0)
-    length = longest
-    if buckets:
-        fits = [b for b in buckets if b >= longest]
+    longest = max((len(r) for r in rows), default=0)
+    length = lengths if isinstance(lengths, int) else longest
+    if not isinstance(lengths, int) and lengths:
+        fits = [b for b in sorted(lengths) if b >= longest]
         if not fits:
-            raise ValueError(
-                f"an input has {longest} tokens, more than the largest pad_to length {buckets[-1]}"
-            )
+            raise ValueError(f"an input has {longest} tokens, more than the largest pad_to length {max(lengths)}")
         length = fits[0]
     n = len(rows)
-    out = {
-        "input_ids": np.full((n, length), pad_id, dtype=np.int64),
-        "attention_mask": np.zeros((n, length), dtype=np.int64),
-        "token_type_ids": np.zeros((n, length), dtype=np.int64),
-        "offsets": np.zeros((n, length, 2), dtype=np.int64),
-        "sequence_ids": np.full((n, length), -1, dtype=np.int64),
-        "word_ids": np.full((n, length), -1, dtype=np.int64),
-        "special_tokens_mask": np.ones((n, length), dtype=np.int64),
-    }
+    out = {}
+    for name in fields:
+        fill = pad_id if name == "input_ids" else PADDING[name]
+        out[name] = np.full((n, length, 2) if name == "offsets" else (n, length), fill, np.int64)
     for i, r in enumerate(rows):
-        k = len(r.ids)
+        k = len(r)
         cols = slice(length - k, length) if side == "left" else slice(0, k)
-        out["input_ids"][i, cols] = r.ids
-        out["attention_mask"][i, cols] = r.attention_mask
-        out["token_type_ids"][i, cols] = r.type_ids
-        out["special_tokens_mask"][i, cols] = r.special_tokens_mask
-        if k:
-            out["offsets"][i, cols] = r.offsets
-            out["sequence_ids"][i, cols] = [-1 if s is None else s for s in r.sequence_ids]
-            out["word_ids"][i, cols] = [-1 if w is None else w for w in r.word_ids]
+        for name in fields:
+            out[name][i, cols] = 1 if name == "attention_mask" else getattr(r, name)
     return out
 
 
@@ -134,25 +162,23 @@ def byte_table(text: str) -> np.ndarray | None:
     return np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
 
 
-def char_to_byte_offsets(
-    offsets: np.ndarray, sequence_ids: np.ndarray, items: list, sample: list[int]
-) -> np.ndarray:
-    """Turn the character offsets of each row into byte offsets into the UTF-8 text of its sequence.
+def char_to_byte_offsets(rows: Sequence[TokenRow], items: Sequence[Any]) -> None:
+    """Turn the character offsets of each row into byte offsets into the UTF-8 text of its sequence (in place).
 
-    >>> char_to_byte_offsets(np.array([[[0, 1]]]), np.array([[0]]), ["é"], [0]).tolist()
-    [[[0, 2]]]
+    >>> row = TokenRow(0, *[np.zeros(1, np.int64)] * 2, np.array([[0, 1]]), np.zeros(1, np.int64),
+    ...                *[np.zeros(1, np.int64)] * 2)
+    >>> char_to_byte_offsets([row], ["é"]); row.offsets.tolist()
+    [[0, 2]]
     """
     tables: dict[tuple[int, int], np.ndarray | None] = {}
-    out = offsets.copy()
-    for row, index in enumerate(sample):
-        item = items[index]
+    for row in rows:
+        item = items[row.sample]
         texts = (item,) if isinstance(item, str) else item
         for seq, text in enumerate(texts):
-            key = (index, seq)
+            key = (row.sample, seq)
             if key not in tables:
                 tables[key] = byte_table(text)
             table = tables[key]
             if table is not None:
-                mask = sequence_ids[row] == seq
-                out[row][mask] = table[offsets[row][mask]]
-    return out
+                mask = row.sequence_ids == seq
+                row.offsets[mask] = table[row.offsets[mask]]

@@ -6,8 +6,10 @@
 >>> enc.input_ids.shape, enc.offsets.shape                          # doctest: +SKIP
 ((2, 32), (2, 32, 2))
 
-Built on the ``tokenizers`` package (tokenizer.json) plus tokenizer_config.json,
-special_tokens_map.json and config.json. Offsets are byte offsets into each text's UTF-8 encoding.
+Built on the ``tokenizers`` package (tokenizer.json) plus tokenizer_config.json and
+special_tokens_map.json, as transformers' fast tokenizers (config.json is the model's: the pipelines cap
+``model_max_length`` by the positions its family declares). Offsets are byte offsets into each text's
+UTF-8 encoding. ``encode_rows`` gives each row unpadded (``TokenRow``); ``encode`` pads them into one batch.
 """
 
 from __future__ import annotations
@@ -22,16 +24,14 @@ import numpy as np
 import tokenizers
 
 from ._native import STOPPING, native_message
-from ._tokenize import char_to_byte_offsets, pad_rows, validate_texts
+from ._tokenize import TokenRow, char_to_byte_offsets, pad_rows, validate_texts
 from .hub import MalformedFileError, Repo, RepoFileNotFoundError, open_repo
 
-__all__ = ["Encoded", "Tokenizer", "TokenizerLoadError"]
+__all__ = ["Encoded", "TokenRow", "Tokenizer", "TokenizerLoadError"]
 
 SPECIAL_TOKENS = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
 _TRUNCATION = {True: "longest_first", "longest_first": "longest_first", "only_first": "only_first",
                "only_second": "only_second"}  # fmt: skip
-# families whose position ids start after the padding index, so two positions are not usable
-_POSITION_OFFSET = {"roberta", "xlm-roberta", "camembert", "longformer", "mpnet", "data2vec-text", "ibert"}
 _LARGE = 10**12
 
 TextInput = str | tuple[str, str]
@@ -84,7 +84,6 @@ class Tokenizer:
         *,
         tokenizer_config: dict | None = None,
         special_tokens_map: dict | None = None,
-        model_config: dict | None = None,
         chat_template: str | dict | None = None,
         source: str = "",
     ) -> None:
@@ -95,7 +94,6 @@ class Tokenizer:
         stm = special_tokens_map or {}
         # transformers reads special_tokens_map.json only for configs without added_tokens_decoder
         self.config = {**config, **stm} if "added_tokens_decoder" not in config else {**stm, **config}
-        self.model_config = model_config or {}
         self.source = source
         self.chat_template = chat_template if chat_template is not None else _config_template(config)
         self.padding_side: str = config.get("padding_side", "right")
@@ -127,7 +125,6 @@ class Tokenizer:
             backend,
             tokenizer_config=repo.read_json("tokenizer_config.json"),
             special_tokens_map=repo.read_json("special_tokens_map.json"),
-            model_config=repo.read_json("config.json"),
             chat_template=template,
             source=repo.repo_id or repo.source,
         )
@@ -203,20 +200,15 @@ class Tokenizer:
 
     @property
     def model_max_length(self) -> int | None:
-        """Longest input the model takes: tokenizer_config's model_max_length capped by config.json positions.
+        """Longest input the tokenizer's config declares (tokenizer_config.json's model_max_length; None when
+        it declares none or transformers' "very large" default). The pipelines also cap it by the positions of
+        the model's family.
 
         >>> tok.model_max_length                                    # doctest: +SKIP
         512
         """
-        limits = []
         value = self.config.get("model_max_length")
-        if isinstance(value, int | float) and value < _LARGE:
-            limits.append(int(value))
-        mc = self.model_config
-        positions = mc.get("max_position_embeddings") or mc.get("n_positions")
-        if isinstance(positions, int) and positions > 0:
-            limits.append(positions - 2 if mc.get("model_type") in _POSITION_OFFSET else positions)
-        return min(limits) if limits else None
+        return int(value) if isinstance(value, int | float) and value < _LARGE else None
 
     def token_to_id(self, token: str) -> int | None:
         """Id of a token, or None: ``tok.token_to_id("[CLS]")`` -> 101."""
@@ -297,26 +289,47 @@ class Tokenizer:
         tokens) as extra rows. ``pad_to``: a length, or lengths of which the smallest that fits
         is taken; None pads to the longest row. A single str or tuple is a batch of one.
         """
-        items = validate_texts(texts)
         buckets = sorted({pad_to} if isinstance(pad_to, int) else set(pad_to or ()))
+        if truncation and max_length is None and buckets:
+            max_length = min(x for x in (self.model_max_length, buckets[-1]) if x)
+        rows = self.encode_rows(texts, add_special_tokens=add_special_tokens, truncation=truncation,
+                                max_length=max_length, stride=stride, return_overflow=return_overflow)
+        pad_id = next((i for i in (self.pad_token_id, self.eos_token_id) if i is not None), 0)
+        arrays = pad_rows(rows, buckets, pad_id, padding_side or self.padding_side)
+        return Encoded(**arrays, overflow_to_sample=np.asarray([r.sample for r in rows], dtype=np.int64))
+
+    def encode_rows(
+        self,
+        texts: TextInput | Sequence[TextInput],
+        *,
+        add_special_tokens: bool = True,
+        truncation: bool | str = True,
+        max_length: int | None = None,
+        stride: int = 0,
+        return_overflow: bool = False,
+    ) -> list[TokenRow]:
+        """The rows of :meth:`encode`, unpadded: each a :class:`TokenRow` with the index of its text
+        (``sample``). Options as :meth:`encode`; a truncated text with ``return_overflow`` gives its
+        overflowing windows as more rows of the same ``sample``.
+
+        >>> [len(r) for r in tok.encode_rows(["a b", "c"])]         # doctest: +SKIP
+        [4, 3]
+        """
+        items = validate_texts(texts)
         if truncation and max_length is None:
-            limits = [x for x in (self.model_max_length, buckets[-1] if buckets else None) if x]
-            max_length = min(limits) if limits else None
+            max_length = self.model_max_length
         strategy = _TRUNCATION.get(truncation) if truncation else None
         if truncation and strategy is None:
             raise ValueError(f"truncation must be a bool or one of {sorted(set(_TRUNCATION.values()))}")
         backend = self._backend_for(strategy if max_length else None, max_length, stride)
         cut = (strategy, max_length, stride) if strategy and max_length else None
         encodings = self._encode_native(backend, items, add_special_tokens, cut)
-        rows, sample = [], []
+        rows = []
         for index, encoding in enumerate(encodings):
             for row in [encoding, *encoding.overflowing] if return_overflow else [encoding]:
-                rows.append(row)
-                sample.append(index)
-        pad_id = next((i for i in (self.pad_token_id, self.eos_token_id) if i is not None), 0)
-        arrays = pad_rows(rows, buckets, pad_id, padding_side or self.padding_side)
-        arrays["offsets"] = char_to_byte_offsets(arrays["offsets"], arrays["sequence_ids"], items, sample)
-        return Encoded(**arrays, overflow_to_sample=np.asarray(sample, dtype=np.int64))
+                rows.append(TokenRow.of(row, index))
+        char_to_byte_offsets(rows, items)
+        return rows
 
     def _encode_native(self, backend: tokenizers.Tokenizer, items: list[TextInput], add_special_tokens: bool,
                        cut: tuple[str, int, int] | None) -> list[tokenizers.Encoding]:

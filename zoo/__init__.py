@@ -4,10 +4,12 @@
 >>> zoo.family({"model_type": "distilbert"}).__name__
 'transmuter_mlx.zoo.bert'
 
-A family module exports ``ModelArgs`` (a dataclass of the config.json keys it reads, built with
-``ModelArgs.from_dict(config)``), ``ONNX_STEM`` (the file under ``onnx/``), ``INPUT_NAMES`` (the
-inputs it may feed) and ``TASKS`` (the tasks it serves). Families that share a module are listed
-in ``REMAP``; a new family is one new module (and, if it shares one, one line here).
+A family module exports ``ModelArgs`` (a dataclass of the config.json keys it reads, fields named as the
+keys, derived values in ``__post_init__``; ``ModelArgs.from_dict(config)``), ``FILES`` (its ONNX files by
+role, each a tuple of stems under ``onnx/`` tried in order: ``{"encoder": ("encoder_model",), ...}``),
+``TASKS`` (the tasks it serves), ``DEFAULT_VARIANT`` and the steps of its tasks that differ (an encoder's
+``feed_names``, an encoder-decoder's ``language_ids``). Model types that share a module are listed in
+``REMAP``; a new family is one new module, or one line here.
 """
 
 from __future__ import annotations
@@ -27,16 +29,49 @@ __all__ = ["REMAP", "UnknownFamilyError", "families", "family"]
 
 #: model_type -> module serving it (model types spelled with dashes need an entry too)
 REMAP: dict[str, str] = {
+    # encoders
     "distilbert": "bert",
-    "roberta": "bert",
-    "xlm-roberta": "bert",
-    "camembert": "bert",
     "electra": "bert",
-    "mpnet": "bert",
     "albert": "bert",
     "deberta": "bert",
     "deberta-v2": "bert",
     "modernbert": "bert",
+    "xlm-roberta": "roberta",
+    "camembert": "roberta",
+    "mpnet": "roberta",
+    "longformer": "roberta",
+    "data2vec-text": "roberta",
+    "ibert": "roberta",
+    # decoder-only LMs: rotary positions, or a table of learned ones (gpt2)
+    "mistral": "llama",
+    "qwen2": "llama",
+    "qwen3": "llama",
+    "phi3": "llama",
+    "gemma": "llama",
+    "gemma2": "llama",
+    "gemma3_text": "llama",
+    "smollm3": "llama",
+    "granite": "llama",
+    "olmo": "llama",
+    "olmo2": "llama",
+    "stablelm": "llama",
+    "starcoder2": "llama",
+    "helium": "llama",
+    "gpt_neox": "llama",
+    "gptj": "llama",
+    "codegen": "llama",
+    "gpt_neo": "gpt2",
+    "gpt_bigcode": "gpt2",
+    "opt": "gpt2",
+    # encoder-decoders
+    "mt5": "t5",
+    "umt5": "t5",
+    "longt5": "t5",
+    "mbart": "bart",
+    "marian": "bart",
+    "pegasus": "bart",
+    "blenderbot": "bart",
+    "blenderbot-small": "bart",
 }
 
 

@@ -1,36 +1,36 @@
 """How far a decoder row may go: the positions of the model's context, and what a longer request gets.
 
+>>> from transmuter_mlx import zoo
 >>> from transmuter_mlx.generation.config import GenerationConfig
 >>> from transmuter_mlx.generation.context import ContextLimit
->>> gpt2 = ContextLimit.of({"model_type": "gpt2", "n_positions": 256})
+>>> gpt2 = ContextLimit.of(zoo.family("gpt2").ModelArgs.from_dict({"n_positions": 256}))
 >>> gpt2.kind, gpt2.positions, gpt2.max_length(GenerationConfig(max_new_tokens=16), 10)
 ('absolute', 256, 26)
 >>> gpt2.max_length(GenerationConfig(max_new_tokens=300), 10)
 Traceback (most recent call last):
 ValueError: max_new_tokens=300 after a prompt of 10 tokens needs 310 positions, more than the 256 absolute positions of the model (n_positions of config.json); pass max_new_tokens=246 or less
->>> llama = ContextLimit.of({"model_type": "llama", "max_position_embeddings": 256, "rope_theta": 1e4})
+>>> llama = ContextLimit.of(zoo.family("llama").ModelArgs.from_dict({"max_position_embeddings": 256}))
 >>> llama.kind, llama.max_length(GenerationConfig(max_new_tokens=10**9), 10)
 ('rotary', 256)
 
-The kinds, read from the decoder's config.json:
+The kinds, the position encoding of the model's zoo family (``ModelArgs.POSITIONS``):
 
 - ``absolute``: a table of position embeddings, learned (GPT-2, OPT, BART) or sinusoidal (Marian, M2M100,
   NLLB), of ``max_position_embeddings`` / ``n_positions`` rows. A row cannot go past it (transformers'
   PyTorch models raise an IndexError there; the table lookup of an ONNX graph reads out of bounds), so a
   request past it is a ``ValueError`` before decoding.
-- ``rotary``: rotary positions (Llama, Qwen2, Mistral, Phi-3, ...; a ``rope_*``/``rotary_*`` key). A row's
+- ``rotary``: rotary positions (Llama, Qwen2, Mistral, Phi-3, ...). A row's
   length is capped at ``max_position_embeddings``: the model was not trained past it, and the
   GroupQueryAttention exports hold cos/sin caches of that many positions. (transformers goes on past it;
   a request of ``max_new_tokens=10**9`` means "until eos or the end of the context" here.)
 - ``relative``: relative attention buckets (T5): no table, so no hard end; a row's length is capped at the
   context the repository declares (``n_positions``, else the tokenizer's ``model_max_length``, else
   :data:`DEFAULT_POSITIONS`), so that a huge request does not run forever.
-- ``unknown``: no position key: capped as ``relative``.
+- ``unknown``: a config.json without positions: capped as ``relative``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,10 +39,6 @@ from .config import GenerationConfig
 __all__ = ["DEFAULT_POSITIONS", "ContextLimit"]
 
 DEFAULT_POSITIONS = 4096  # the cap of a decoder that declares no context at all
-_ROTARY_KEYS = ("rope_theta", "rope_scaling", "rope_parameters", "rotary_dim", "rotary_pct", "rotary_emb_base",
-                "partial_rotary_factor")
-_POSITION_KEYS = ("max_target_positions", "max_position_embeddings", "n_positions", "n_ctx")  # decoder's first
-_RELATIVE_FAMILIES = ("t5", "mt5", "umt5", "longt5", "switch_transformers")
 
 
 @dataclass(frozen=True)
@@ -55,23 +51,15 @@ class ContextLimit:
     source: str
 
     @classmethod
-    def of(cls, config: Mapping[str, Any], declared: int | None = None) -> ContextLimit:
-        """The limit of a model's config.json (its ``decoder``/``text_config`` when it has one);
-        ``declared`` is the tokenizer's ``model_max_length``, the cap of models without a position key."""
-        decoder = config.get("decoder") or config.get("text_config") or config
-        key = next((k for k in _POSITION_KEYS if isinstance(decoder.get(k), int) and decoder[k] > 0), None)
-        rotary = (any(k in decoder for k in _ROTARY_KEYS)
-                  or decoder.get("position_embedding_type") in ("rotary", "rope"))
-        relative = (decoder.get("model_type") in _RELATIVE_FAMILIES
-                    or "relative_attention_num_buckets" in decoder)
-        if key is not None and not relative:
-            return cls(int(decoder[key]), "rotary" if rotary else "absolute", f"{key} of config.json")
-        if key is not None:  # T5's n_positions: the length it was trained at, not a table
-            return cls(int(decoder[key]), "relative", f"{key} of config.json")
+    def of(cls, args: Any, declared: int | None = None) -> ContextLimit:
+        """The limit of a decoder family's ``ModelArgs`` (``positions``, and its kind ``POSITIONS``);
+        ``declared`` is the tokenizer's ``model_max_length``, the cap of a model whose config gives no positions."""
+        if args.positions:
+            return cls(int(args.positions), args.POSITIONS, f"{args.POSITIONS_KEY} of config.json")
+        kind = "relative" if args.POSITIONS == "relative" else "unknown"
         if declared:
-            return cls(int(declared), "relative" if relative else "unknown",
-                       "model_max_length of tokenizer_config.json")
-        return cls(DEFAULT_POSITIONS, "relative" if relative else "unknown", "the default of transmuter-mlx")
+            return cls(int(declared), kind, "model_max_length of tokenizer_config.json")
+        return cls(DEFAULT_POSITIONS, kind, "the default of transmuter-mlx")
 
     @property
     def hard(self) -> bool:

@@ -6,7 +6,7 @@
 >>> from transmuter_mlx.generation.seq2seq import EncoderDecoderSession   # doctest: +SKIP
 >>> session = EncoderDecoderSession(tm.load("onnx/encoder_model.onnx"),
 ...                                 tm.load("onnx/decoder_model_merged.onnx"))  # doctest: +SKIP
->>> session.encode(np.array([[37, 8, 1]]), np.array([[1, 1, 1]]))        # doctest: +SKIP
+>>> session.encode({"input_ids": np.array([[37, 8, 1]]), "attention_mask": np.array([[1, 1, 1]])})  # doctest: +SKIP
 >>> generate(session, [[0]], GenerationConfig(max_new_tokens=8, eos_token_id=1)).sequences  # doctest: +SKIP
 [[21, 9, 1]]
 
@@ -27,79 +27,32 @@ All decoder prompts have one length (the decoder start token), so the rows share
 
 from __future__ import annotations
 
-import re
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from .sessions_common import run_model, token_column
+from .sessions_common import CacheLayout, last_logits, run_model, token_column
 
-__all__ = ["EncoderDecoderSession", "Seq2SeqCache"]
-
-_PAST = re.compile(r"^past_key_values\.(\d+)\.(decoder|encoder)\.(key|value)$")
-
-
-@dataclass(frozen=True)
-class Seq2SeqCache:
-    """The cache inputs of a seq2seq decoder: names per layer and kind, heads, head size and dtype."""
-
-    decoder: tuple[str, ...]
-    encoder: tuple[str, ...]
-    heads: int
-    head_dim: int
-    dtype: np.dtype
-
-    @classmethod
-    def of(cls, model: Any, config: dict | None = None) -> Seq2SeqCache:
-        """The layout of a loaded decoder ``Model``; symbolic heads or head size are read from ``config``
-        (``decoder_attention_heads``/``num_heads`` and ``d_kv`` or ``d_model / heads``)."""
-        past = sorted(
-            ((int(m[1]), m[2], m[3], i) for i in model.inputs if (m := _PAST.match(i.name))),
-            key=lambda x: (x[0], x[1], x[2] != "key"),
-        )
-        if not past:
-            raise ValueError(
-                f"{model.name}: no past_key_values.N.decoder/encoder.key/value inputs; "
-                "not an encoder-decoder decoder with a KV cache"
-            )
-        info = past[0][3]
-        heads, head_dim = info.shape[1], info.shape[3]
-        if not isinstance(heads, int) or not isinstance(head_dim, int):
-            c = config or {}
-            heads = c.get("decoder_attention_heads") or c.get("num_heads") or c.get("num_attention_heads")
-            head_dim = c.get("d_kv") or (c.get("d_model") or c.get("hidden_size") or 0) // max(heads or 1, 1)
-            if not heads or not head_dim:
-                raise ValueError(
-                    f"{model.name}: cache input {info.name} has symbolic heads or head size "
-                    f"{info.shape} and the config does not give them"
-                )
-        return cls(
-            tuple(i.name for _, k, _, i in past if k == "decoder"),
-            tuple(i.name for _, k, _, i in past if k == "encoder"),
-            int(heads),
-            int(head_dim),
-            np.dtype(info.dtype or np.float32),
-        )
-
+__all__ = ["EncoderDecoderSession"]
 
 class EncoderDecoderSession:
     """Encoder once per input, decoder one token per row per step (see the module docstring).
 
     ``encoder`` and ``decoder`` are loaded ``Model``s (the merged decoder, or ``decoder_model.onnx``
-    with ``decoder_with_past`` given); ``config`` (config.json) gives the cache's heads and head size
-    when the graph leaves them symbolic.
+    with ``decoder_with_past`` given); ``heads`` and ``head_dim`` (the decoder's, from the family's config)
+    serve a graph that leaves the cache's heads or head size symbolic.
     """
 
     def __init__(
-        self, encoder: Any, decoder: Any, decoder_with_past: Any = None, *, config: dict | None = None
+        self, encoder: Any, decoder: Any, decoder_with_past: Any = None, *, heads: int | None = None,
+        head_dim: int | None = None,
     ) -> None:
         self.encoder, self.decoder, self.decoder_with_past = encoder, decoder, decoder_with_past
         self.B = decoder.backend
         self.merged = "use_cache_branch" in {i.name for i in decoder.inputs}
-        self.layout = Seq2SeqCache.of(
-            decoder if self.merged or decoder_with_past is None else decoder_with_past, config
+        self.layout = CacheLayout.of(
+            decoder if self.merged or decoder_with_past is None else decoder_with_past, heads, head_dim
         )
         if not self.merged and decoder_with_past is None:
             raise ValueError(
@@ -115,16 +68,17 @@ class EncoderDecoderSession:
         self.cache: dict[str, Any] = {}
 
     # ------------------------------------------------------------------ encoder
-    def encode(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> None:
-        """Run the encoder on padded (inputs, length) ids and mask; ``prefill`` uses the result."""
-        input_ids = np.asarray(input_ids, np.int64)
-        attention_mask = np.asarray(attention_mask, np.int64)
-        feeds = {"input_ids": input_ids, "attention_mask": attention_mask}
+    def encode(self, feeds: Mapping[str, Any]) -> None:
+        """Run the encoder on one batch of its feeds (``input_ids`` and ``attention_mask`` of padded text;
+        ``input_features`` of audio, ``pixel_values`` of images); ``prefill`` uses the result. An
+        ``attention_mask`` among them also masks the decoder's cross-attention (else every position counts)."""
         wanted = {i.name for i in self.encoder.inputs}
         out = self.encoder({k: v for k, v in feeds.items() if k in wanted})
         self.hidden = out["last_hidden_state"] if "last_hidden_state" in out else next(iter(out.values()))
-        self.mask = attention_mask
-        self.input_padding = [int(n) for n in attention_mask.shape[1] - attention_mask.sum(-1)]
+        rows, length = self.B.shape(self.hidden)[:2]
+        mask = feeds.get("attention_mask")
+        self.mask = np.ones((rows, length), np.int64) if mask is None else np.asarray(mask, np.int64)
+        self.input_padding = [int(n) for n in self.mask.shape[1] - self.mask.sum(-1)]
 
     # ------------------------------------------------------------------ DecoderSession
     def prefill(self, prompts: Sequence[Sequence[int]]) -> Any:
@@ -152,8 +106,8 @@ class EncoderDecoderSession:
             feeds.update(self._empty(rows))
             feeds["use_cache_branch"] = np.array([False])
         out = self.decoder(self._known(self.decoder, feeds))
-        self.cache = {n: out[_present(n)] for n in self.layout.decoder + self.layout.encoder}
-        return self._last(out["logits"])
+        self.cache = self.layout.present(out, self.layout.names + self.layout.cross)
+        return last_logits(self.B, out["logits"])
 
     def step(self, tokens: np.ndarray) -> Any:
         """Run one token per row; the cross-attention cache is passed through unchanged."""
@@ -165,9 +119,8 @@ class EncoderDecoderSession:
         else:
             model = self.decoder_with_past
         out = run_model(model, self._known(model, feeds), grows=True)
-        for n in self.layout.decoder:
-            self.cache[n] = out[_present(n)]
-        return self._last(out["logits"])
+        self.cache.update(self.layout.present(out))
+        return last_logits(self.B, out["logits"])
 
     def reorder(self, rows: np.ndarray) -> None:
         """Row r continues from old row ``rows[r]``: gathers the caches, encoder outputs and masks."""
@@ -183,19 +136,9 @@ class EncoderDecoderSession:
     # ------------------------------------------------------------------ helpers
     def _empty(self, rows: int) -> dict[str, Any]:
         shape = (rows, self.layout.heads, 0, self.layout.head_dim)
-        return {n: self.B.zeros(shape, self.layout.dtype) for n in self.layout.decoder + self.layout.encoder}
+        return {n: self.B.zeros(shape, self.layout.dtype) for n in self.layout.names + self.layout.cross}
 
     @staticmethod
     def _known(model: Any, feeds: dict[str, Any]) -> dict[str, Any]:
         names = {i.name for i in model.inputs}
         return {k: v for k, v in feeds.items() if k in names}
-
-    def _last(self, logits: Any) -> Any:
-        """The (rows, vocab) logits of the last position."""
-        B = self.B
-        rows, length, vocab = B.shape(logits)
-        return B.reshape(B.slice(logits, [0, length - 1, 0], [rows, length, vocab], [1, 1, 1]), (rows, vocab))
-
-
-def _present(name: str) -> str:
-    return name.replace("past_key_values", "present")

@@ -8,7 +8,7 @@
 
 The cache is ``past_key_values.N.key/value`` in and ``present.N.key/value`` out, each
 (batch, kv_heads, length, head_dim); the heads, head size and dtype come from the graph inputs (a
-symbolic head size from ``config.json``). ``CacheLayout.of(model).mode`` picks one of three modes:
+symbolic head size from the family's config). ``CacheLayout.of(model).mode`` picks one of three modes:
 
 - ``"gqa"``: GroupQueryAttention that counts each row's valid cache rows from the attention-mask
   values (onnxruntime-genai model-builder exports): a fixed buffer the operator writes in place,
@@ -38,7 +38,9 @@ __all__ = ["MAX_CHUNK", "BufferSession", "CacheLayout", "GQASession", "GrowSessi
 SESSIONS = {"gqa": GQASession, "buffer": BufferSession, "grow": GrowSession}
 
 
-def open_session(model: Any, pad_token_id: int = 0, mode: str | None = None) -> GQASession | BufferSession | GrowSession:
-    """The session for a loaded decoder ``Model``, in the mode its graph implies (or ``mode``)."""
-    layout = CacheLayout.of(model)
+def open_session(model: Any, pad_token_id: int = 0, mode: str | None = None, *, heads: int | None = None,
+                 head_dim: int | None = None) -> GQASession | BufferSession | GrowSession:
+    """The session for a loaded decoder ``Model``, in the mode its graph implies (or ``mode``); ``heads`` and
+    ``head_dim`` (the family's config) serve a graph that leaves them symbolic."""
+    layout = CacheLayout.of(model, heads, head_dim)
     return SESSIONS[mode or layout.mode](model, pad_token_id, layout)

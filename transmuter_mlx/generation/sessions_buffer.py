@@ -60,9 +60,6 @@ class _Fixed:
         pads = [(0, 0), (0, 0), (before, after), (0, 0)]
         self.cache = {n: self.B.pad(v, pads, 0) for n, v in self.cache.items()}
 
-    def _present(self, out: dict[str, Any]) -> dict[str, Any]:
-        return {n: out[n.replace("past_key_values", "present")] for n in self.layout.names}
-
     def _take_rows(self, rows: np.ndarray) -> np.ndarray | None:
         index = np.asarray(rows, np.int64).reshape(-1)
         if np.array_equal(index, np.arange(len(index))):
@@ -121,7 +118,7 @@ class BufferSession(_Fixed):
         pos = np.where(new_mask == 0, 1, np.cumsum(new_mask, 1) - 1 + self.next[:, None]).astype(np.int64)
         feeds: dict[str, Any] = {"input_ids": ids, "attention_mask": mask, "position_ids": pos, **self.cache}
         out = run_model(self.model, feeds)
-        present = self._present(out)
+        present = self.layout.present(out)
         rows, heads, length, dim = self.B.shape(present[self.layout.names[0]])
         self.cache = {n: self.B.slice(v, [0, 0, s, 0], [rows, heads, length, dim], [1, 1, 1, 1])
                       for n, v in present.items()}
@@ -194,7 +191,7 @@ class GQASession(_Fixed):
             s = self.B.shape(ids)[1]
             feeds["position_ids"] = (valid[:, None] - s + np.arange(s)[None, :]).astype(np.int64)
         out = run_model(self.model, feeds)
-        self.cache = self._present(out)
+        self.cache = self.layout.present(out)
         return out["logits"]
 
 

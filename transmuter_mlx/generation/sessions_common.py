@@ -10,24 +10,22 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..hub import load_json
-
 __all__ = ["MAX_CHUNK", "CacheLayout", "capacity", "chunk_sizes", "last_logits", "positions", "run_model",
            "token_column"]
 
-_PAST = re.compile(r"^past_key_values\.(\d+)\.(key|value)$")
+_PAST = re.compile(r"^past_key_values\.(\d+)\.(?:(decoder|encoder)\.)?(key|value)$")
 MAX_CHUNK = 512  # the longest prompt piece run at once
 
 
 @dataclass(frozen=True)
 class CacheLayout:
-    """The cache inputs of a decoder graph: their names (in layer order), (heads, head_dim, dtype), and
-    the mode of the cache the graph implies (``"gqa"``, ``"buffer"`` or ``"grow"``, see ``sessions``)."""
+    """The cache inputs of a decoder graph: their names (self-attention ``names`` and, for an encoder-decoder,
+    cross-attention ``cross``, in layer order), (heads, head_dim, dtype), and the mode of the cache the graph
+    implies (``"gqa"``, ``"buffer"`` or ``"grow"``, see ``sessions``)."""
 
     names: tuple[str, ...]
     heads: int
@@ -36,27 +34,30 @@ class CacheLayout:
     position_ids: bool
     use_cache_branch: bool
     mode: str = "grow"
+    cross: tuple[str, ...] = ()
 
     @classmethod
-    def of(cls, model: Any) -> CacheLayout:
-        """The layout of a loaded ``Model`` (its ``inputs`` and, for GroupQueryAttention, its nodes).
-
-        A symbolic head size (onnxruntime-genai exports) comes from ``config.json`` or
-        ``genai_config.json`` beside the file (or one folder up), else from the rotary cos cache.
+    def of(cls, model: Any, heads: int | None = None, head_dim: int | None = None) -> CacheLayout:
+        """The layout of a loaded ``Model``: ``past_key_values.N.key/value`` (decoder-only) or
+        ``past_key_values.N.decoder/encoder.key/value`` (encoder-decoder) inputs, and for GroupQueryAttention
+        its nodes. A graph that leaves the heads or head size symbolic takes them from GroupQueryAttention's
+        ``kv_num_heads``, else from ``heads``/``head_dim`` (the family's config), else (head size) from the
+        width of the rotary cos cache.
         """
-        past = sorted(((int(m[1]), m[2], i) for i in model.inputs if (m := _PAST.match(i.name))),
-                      key=lambda x: (x[0], x[1] != "key"))
+        past = sorted(((int(m[1]), m[2] or "decoder", m[3], i) for i in model.inputs if (m := _PAST.match(i.name))),
+                      key=lambda x: (x[0], x[1], x[2] != "key"))
         if not past:
             raise ValueError(f"{model.name}: no past_key_values.N.key/value inputs; not a decoder with a KV cache")
-        info = past[0][2]
-        heads, head_dim = info.shape[1], info.shape[3]
+        info = past[0][3]
+        graph_heads, graph_head_dim = info.shape[1], info.shape[3]
         gqa = _gqa_nodes(model)
-        if not isinstance(heads, int) and gqa:
-            heads = int(gqa[0].attrs["kv_num_heads"])
-        if not isinstance(head_dim, int):
-            head_dim = _config_head_dim(model.name) or _rotary_head_dim(model, gqa)
-        if not isinstance(heads, int) or not isinstance(head_dim, int):
-            raise ValueError(f"{model.name}: cache input {info.name} has symbolic heads or head size {info.shape}")
+        if not isinstance(graph_heads, int):
+            graph_heads = int(gqa[0].attrs["kv_num_heads"]) if gqa else heads
+        if not isinstance(graph_head_dim, int):
+            graph_head_dim = head_dim or _rotary_head_dim(model, gqa)
+        if not isinstance(graph_heads, int) or not isinstance(graph_head_dim, int):
+            raise ValueError(f"{model.name}: cache input {info.name} has symbolic heads or head size {info.shape} "
+                             "and the model's config.json does not give them")
         names = {i.name for i in model.inputs}
         position_ids, branch = "position_ids" in names, "use_cache_branch" in names
         if gqa and all(_counts_mask_values(model, step) for step in gqa):
@@ -65,8 +66,13 @@ class CacheLayout:
             mode = "buffer"
         else:
             mode = "grow"
-        return cls(tuple(i.name for _, _, i in past), heads, head_dim, np.dtype(info.dtype or np.float32),
-                   position_ids, branch, mode)
+        return cls(tuple(i.name for _, kind, _, i in past if kind == "decoder"), graph_heads, graph_head_dim,
+                   np.dtype(info.dtype or np.float32), position_ids, branch, mode,
+                   tuple(i.name for _, kind, _, i in past if kind == "encoder"))
+
+    def present(self, out: dict[str, Any], names: tuple[str, ...] | None = None) -> dict[str, Any]:
+        """The ``present.*`` outputs of a step, under the ``past_key_values.*`` names they feed next."""
+        return {n: out[n.replace("past_key_values", "present")] for n in (self.names if names is None else names)}
 
 
 def _gqa_nodes(model: Any) -> list[Any]:
@@ -93,24 +99,6 @@ def _counts_mask_values(model: Any, gqa: Any) -> bool:
             continue
         todo.extend(n for n in step.inputs if n)
     return False
-
-
-def _config_head_dim(path: str) -> int | None:
-    folder = Path(path).parent
-    for where in (folder, folder.parent):
-        genai = where / "genai_config.json"
-        if genai.is_file():
-            size = load_json(genai).get("model", {}).get("decoder", {}).get("head_size")
-            if size:
-                return int(size)
-        config = where / "config.json"
-        if config.is_file():
-            c = load_json(config)
-            if c.get("head_dim"):
-                return int(c["head_dim"])
-            if c.get("hidden_size") and c.get("num_attention_heads"):
-                return int(c["hidden_size"]) // int(c["num_attention_heads"])
-    return None
 
 
 def _rotary_head_dim(model: Any, gqa: list[Any]) -> int | None:

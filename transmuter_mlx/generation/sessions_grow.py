@@ -64,7 +64,7 @@ class GrowSession:
         if self.layout.use_cache_branch:
             feeds["use_cache_branch"] = np.array([not first])
         out = run_model(self.model, feeds, grows=True)
-        group.cache = {n: out[n.replace("past_key_values", "present")] for n in self.layout.names}
+        group.cache = self.layout.present(out)
         return out["logits"]
 
     def prefill(self, prompts: Sequence[Sequence[int]]) -> Any:

@@ -20,9 +20,10 @@ generation tasks share:
   and of each row's length against the model's context (:class:`ContextLimit`: an error past absolute
   positions, a cap with a warning otherwise).
 
-A task fills in the hooks: ``prepare`` (one input, checked), ``generate_batch`` (one decoding loop over
-a full batch), ``decode`` (new tokens to text), and optionally ``configure``, ``normalize_input`` and
-``text_prefix``.
+A call runs as preprocess -> forward -> postprocess: ``preprocess`` (one input, checked and tokenized),
+``generate_outputs`` (the decoding loops, with the streams' sinks) and ``postprocess`` (the texts). A task
+fills in the hooks: ``preprocess``, ``generate_batch`` (one decoding loop over a full batch), ``decode``
+(new tokens to text), and optionally ``configure``, ``normalize_input`` and ``text_prefix``.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from ..generation.context import ContextLimit
 from ..generation.loop import Generated
 from ..generation.streaming import TextStream
 from .base import Pipeline
-from .options import chunks
+from .batching import chunks, fill
 
 __all__ = ["GENERATION_OPTIONS", "STREAM_OPTIONS", "GeneratingPipeline", "Sink"]
 
@@ -59,7 +60,7 @@ class GeneratingPipeline(Pipeline):
 
     Subclasses set ``self.generation`` (the repository's :class:`GenerationConfig`), ``self.context_limit``
     (the decoder's :class:`ContextLimit`) and ``self.max_positions`` (``max_position_embeddings``, the cap of
-    the default length of 20 new tokens, as transformers), and implement :meth:`prepare`,
+    the default length of 20 new tokens, as transformers), and implement :meth:`preprocess`,
     :meth:`generate_batch` and :meth:`decode`. ``stream`` and ``stream_done`` must be in their ``defaults``
     (:data:`STREAM_OPTIONS`).
     """
@@ -77,7 +78,7 @@ class GeneratingPipeline(Pipeline):
         self._loop_lock = threading.Lock()
 
     # ------------------------------------------------------------------ hooks
-    def prepare(self, index: int, item: Any, options: Mapping[str, Any], config: GenerationConfig) -> Any:
+    def preprocess(self, index: int, item: Any, options: Mapping[str, Any], config: GenerationConfig) -> Any:
         """One input, checked and ready for :meth:`generate_batch` (a ``seed`` attribute, when it has
         one, puts it in a loop of that seed). Bad input raises here, naming ``index``."""
         raise NotImplementedError
@@ -169,7 +170,7 @@ class GeneratingPipeline(Pipeline):
         if any(sinks):  # a sink streams, so the call must be one that can
             opts["stream"] = True
         outputs = self.generate_outputs(items, sinks, opts)
-        return [self.result(prepared, out, opts) for prepared, out in outputs]
+        return [self.postprocess(prepared, out, opts) for prepared, out in outputs]
 
     def input_errors(self, items: Sequence[Any], **options: Any) -> list[Exception | None]:
         """The error each input would raise alone (None: it is good), found by preparing it, without
@@ -183,7 +184,7 @@ class GeneratingPipeline(Pipeline):
         errors: list[Exception | None] = []
         for item in items:
             try:
-                self.prepare(0, check_unicode_in(item, f"{self.task}: input 0"), opts, config)
+                self.preprocess(0, check_unicode_in(item, f"{self.task}: input 0"), opts, config)
                 errors.append(None)
             except Exception as error:
                 errors.append(error)
@@ -194,7 +195,7 @@ class GeneratingPipeline(Pipeline):
         """For each item: its prepared input, the new token ids of its returned sequences and its token
         summary. ``options`` are a call's checked options (``call_options``)."""
         config = self.generation_for(options)
-        prepared = [self.prepare(i, check_unicode_in(x, f"{self.task}: input {i}"), options, config)
+        prepared = [self.preprocess(i, check_unicode_in(x, f"{self.task}: input {i}"), options, config)
                     for i, x in enumerate(items)]
         by_seed: dict[Any, list[int]] = {}
         for i, p in enumerate(prepared):  # the rows of one loop share a seed
@@ -213,7 +214,7 @@ class GeneratingPipeline(Pipeline):
                    sinks: list[Sink | None]) -> list[Output]:
         """One decoding loop. A partial batch is filled with copies of its first input so that the loop
         runs the compiled shapes; the copies' outputs are dropped here."""
-        filled = batch + [batch[0]] * (self.options.compile.batch_size - len(batch))
+        filled = fill(batch, self.options.compile.batch_size)
         streams = [TextStream(self.decode, skip_prompt=False, cleans_spaces=self.decode_cleans_spaces)
                    if s else None for s in sinks]
         pushed = [0] * len(sinks)
@@ -242,7 +243,7 @@ class GeneratingPipeline(Pipeline):
         k = config.num_return_sequences if config.mode != "greedy" else 1
         return [(out.sequences[i * k:(i + 1) * k], out.token_summaries[i]) for i in range(len(batch))]
 
-    def result(self, prepared: Any, out: Output, options: Mapping[str, Any]) -> dict[str, Any]:
+    def postprocess(self, prepared: Any, out: Output, options: Mapping[str, Any]) -> dict[str, Any]:
         """``{"results": [{"text", "token_summary"}, ...]}``, one entry per returned sequence."""
         sequences, summary = out
         prefix = self.text_prefix(prepared, options)
@@ -258,7 +259,7 @@ class GeneratingPipeline(Pipeline):
         """
         opts = {**options, "stream": True}
         item = check_unicode_in(item, f"{self.task}: input 0")
-        self.prepare(0, item, opts, self.generation_for(opts))  # bad input fails here, not in the iterator
+        self.preprocess(0, item, opts, self.generation_for(opts))  # bad input fails here, not in the iterator
         sink, outcome = ChunkSink(), Future()
 
         def work() -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -117,7 +117,3 @@ def as_list(inputs: Any, single_types: tuple[type, ...]) -> tuple[list[Any], boo
     if isinstance(inputs, list) or (isinstance(inputs, tuple) and not isinstance(inputs, single_types)):
         return list(inputs), True
     return [inputs], False
-
-
-def chunks(items: Sequence[Any], size: int) -> list[Sequence[Any]]:
-    return [items[i : i + size] for i in range(0, len(items), size)]

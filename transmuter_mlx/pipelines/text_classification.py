@@ -3,30 +3,19 @@
 from __future__ import annotations
 
 import warnings
+from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
 import numpy as np
 
-from .base import TextEncoderPipeline, check_text
+from ..processors.text import text_input
+from ..zoo._base import score
+from .base import EncoderPipeline, Prepared
 from .sentence_config import read_sentence_config
 
-SCORE_FUNCTIONS = ("softmax", "sigmoid", "none")
 
-
-def apply_function(logits: np.ndarray, name: str) -> np.ndarray:
-    """Scores of logits as transformers computes them (``softmax``, ``sigmoid`` or ``none``)."""
-    if name == "sigmoid":
-        return 1.0 / (1.0 + np.exp(-logits))
-    if name == "softmax":
-        shifted = np.exp(logits - logits.max(axis=-1, keepdims=True))
-        return shifted / shifted.sum(axis=-1, keepdims=True)
-    if name in ("none", "identity"):
-        return logits
-    raise ValueError(f"unknown function_to_apply {name!r}; expected one of {SCORE_FUNCTIONS}")
-
-
-class TextClassification(TextEncoderPipeline):
+class TextClassification(EncoderPipeline):
     """Labels of a text or a ``(text, text_pair)``: ``{"predictions": [{"label", "score"}, ...]}``.
 
     >>> import transmuter_mlx as tm
@@ -42,25 +31,22 @@ class TextClassification(TextEncoderPipeline):
     """
 
     task = "text-classification"
+    per_position = False
     defaults = MappingProxyType({"top_k": 1, "function_to_apply": None})
     count_options = MappingProxyType({"top_k": (1, True)})
     single_types = (str, tuple, dict)
 
-    def run(self, items: list[Any], options: dict[str, Any]) -> list[dict[str, Any]]:
-        texts = [self.text_of(i, x) for i, x in enumerate(items)]
-        outputs = self.run_rows(self.encode_rows(texts), per_token=False)
+    def preprocess(self, index: int, item: Any, options: Mapping[str, Any]) -> Prepared:
+        return Prepared(self.processor.rows([self.text_of(index, item)], owners=[index]))
+
+    def postprocess(self, prepared: Prepared, outputs: list[dict[str, np.ndarray]],
+                    options: Mapping[str, Any]) -> dict[str, Any]:
         name = options["function_to_apply"] or self.args.score_function
-        name = name.lower() if isinstance(name, str) else name
+        scores = score(self.output(outputs[0], "logits"), name.lower() if isinstance(name, str) else name)
+        ranked = sorted(((self.args.id2label[i], float(s)) for i, s in enumerate(scores)), key=lambda p: -p[1])
         top_k = options["top_k"]
-        results = []
-        for out in outputs:
-            scores = apply_function(self.output(out, "logits"), name)
-            ranked = sorted(
-                ((self.args.id2label[i], float(s)) for i, s in enumerate(scores)), key=lambda p: -p[1]
-            )
-            ranked = ranked if top_k is None else ranked[:top_k]
-            results.append({"predictions": [{"label": label, "score": score} for label, score in ranked]})
-        return results
+        ranked = ranked if top_k is None else ranked[:top_k]
+        return {"predictions": [{"label": label, "score": value} for label, value in ranked]}
 
     def text_of(self, index: int, item: Any) -> str | tuple[str, str]:
         if isinstance(item, dict):
@@ -76,11 +62,11 @@ class TextClassification(TextEncoderPipeline):
                 raise TypeError(
                     f"{self.task}: input {index}: a pair is a (text, text_pair) tuple, got {len(item)} items"
                 )
-            return check_text(self.task, index, item[0]), check_text(self.task, index, item[1], "text_pair")
-        return check_text(self.task, index, item)
+            return text_input(self.task, index, item[0]), text_input(self.task, index, item[1], "text_pair")
+        return text_input(self.task, index, item)
 
 
-class TextRanking(TextEncoderPipeline):
+class TextRanking(EncoderPipeline):
     """Documents ranked for a query by a cross-encoder: ``{"results": [{"index", "score"}, ...]}``.
 
     >>> import transmuter_mlx as tm
@@ -95,6 +81,7 @@ class TextRanking(TextEncoderPipeline):
     """
 
     task = "text-ranking"
+    per_position = False
     defaults = MappingProxyType({"top_k": None})
     count_options = MappingProxyType({"top_k": (1, True)})
     single_types = (dict,)
@@ -112,27 +99,21 @@ class TextRanking(TextEncoderPipeline):
             saved = sentence.activation_fn if sentence is not None else None
         self.activation = activation_name(saved)
 
-    def run(self, items: list[Any], options: dict[str, Any]) -> list[dict[str, Any]]:
-        pairs, owners = [], []
-        for i, item in enumerate(items):
-            if not isinstance(item, dict) or set(item) != {"query", "documents"}:
-                raise TypeError(f"{self.task}: input {i}: expected {{'query': str, 'documents': [str, ...]}}")
-            query = check_text(self.task, i, item["query"], "query")
-            if isinstance(item["documents"], str) or not isinstance(item["documents"], list | tuple):
-                raise TypeError(f"{self.task}: input {i}: documents must be a list of str")
-            for doc in item["documents"]:
-                pairs.append((query, check_text(self.task, i, doc, "document")))
-                owners.append(i)
-        outputs = self.run_rows(self.encode_rows(pairs, owners), per_token=False) if pairs else []
-        scores = [
-            float(apply_function(self.output(o, "logits"), self.activation).reshape(-1)[0]) for o in outputs
-        ]
-        results = []
-        for i in range(len(items)):
-            mine = [s for s, owner in zip(scores, owners) if owner == i]
-            ranked = sorted(enumerate(mine), key=lambda p: -p[1])[: options["top_k"]]
-            results.append({"results": [{"index": j, "score": s} for j, s in ranked]})
-        return results
+    def preprocess(self, index: int, item: Any, options: Mapping[str, Any]) -> Prepared:
+        """One row per document: the (query, document) pair."""
+        if not isinstance(item, dict) or set(item) != {"query", "documents"}:
+            raise TypeError(f"{self.task}: input {index}: expected {{'query': str, 'documents': [str, ...]}}")
+        query = text_input(self.task, index, item["query"], "query")
+        if isinstance(item["documents"], str) or not isinstance(item["documents"], list | tuple):
+            raise TypeError(f"{self.task}: input {index}: documents must be a list of str")
+        pairs = [(query, text_input(self.task, index, doc, "document")) for doc in item["documents"]]
+        return Prepared(self.processor.rows(pairs, owners=[index] * len(pairs)))
+
+    def postprocess(self, prepared: Prepared, outputs: list[dict[str, np.ndarray]],
+                    options: Mapping[str, Any]) -> dict[str, Any]:
+        scores = [float(score(self.output(o, "logits"), self.activation).reshape(-1)[0]) for o in outputs]
+        ranked = sorted(enumerate(scores), key=lambda p: -p[1])[: options["top_k"]]
+        return {"results": [{"index": j, "score": s} for j, s in ranked]}
 
 
 def activation_name(saved: str | None) -> str:

@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
 import mlx.core as mx
 import numpy as np
 
-from .base import TextEncoderPipeline, check_text
+from ..processors.text import text_input
+from .base import EncoderPipeline, Prepared
 from .sentence_config import read_sentence_config
 
 POOLING_MODES = ("cls", "max", "mean", "mean_sqrt_len_tokens", "weightedmean", "lasttoken")
 PROCESSORS = ("l2_norm", None)
 
 
-class TextEmbedding(TextEncoderPipeline):
+class TextEmbedding(EncoderPipeline):
     """Embeddings of texts: ``{"embedding": mx.array}`` (the pooled vector, or token vectors without pooling).
 
     >>> import transmuter_mlx as tm
@@ -37,7 +39,8 @@ class TextEmbedding(TextEncoderPipeline):
         super().__init__(source, **options)
         self.sentence = read_sentence_config(self.repo)
         if self.sentence is not None and self.sentence.max_seq_length:
-            self.max_length = min(x for x in (self.max_length, self.sentence.max_seq_length) if x)
+            p = self.processor
+            p.max_length = min(x for x in (p.max_length, self.sentence.max_seq_length) if x)
         extra = self.options.extra
         if (
             self.sentence is not None
@@ -48,7 +51,7 @@ class TextEmbedding(TextEncoderPipeline):
         self.settings(extra)
         self.hidden_name = self.family.hidden_output([o.name for o in self.model.outputs])
 
-    def settings(self, options: dict[str, Any]) -> tuple[tuple[str, ...] | None, bool]:
+    def settings(self, options: Mapping[str, Any]) -> tuple[tuple[str, ...] | None, bool]:
         """``(pooling modes or None, normalise)`` for the options of a call."""
         pool, processor = options["output_pool"], options["embedding_processor"]
         sentence = self.sentence
@@ -73,15 +76,21 @@ class TextEmbedding(TextEncoderPipeline):
             )
         return modes, normalize
 
-    def run(self, items: list[Any], options: dict[str, Any]) -> list[dict[str, Any]]:
+    def prepare_options(self, options: dict[str, Any]) -> dict[str, Any]:
         modes, normalize = self.settings(options)
-        texts = [check_text(self.task, i, x) for i, x in enumerate(items)]
-        rows = self.encode_rows(texts)
-        outputs = self.run_rows(rows, per_token=True)
-        return [self.postprocess(self.output(out, self.hidden_name), modes, normalize) for out in outputs]
+        return {**options, "modes": modes, "normalize": normalize}
+
+    def preprocess(self, index: int, item: Any, options: Mapping[str, Any]) -> Prepared:
+        return Prepared(self.processor.rows([text_input(self.task, index, item)], owners=[index]))
+
+    def postprocess(self, prepared: Prepared, outputs: list[dict[str, np.ndarray]],
+                    options: Mapping[str, Any]) -> dict[str, Any]:
+        hidden = self.output(outputs[0], self.hidden_name)
+        return self.embedding(hidden, options["modes"], options["normalize"])
 
     @staticmethod
-    def postprocess(hidden: np.ndarray, modes: tuple[str, ...] | None, normalize: bool) -> dict[str, Any]:
+    def embedding(hidden: np.ndarray, modes: tuple[str, ...] | None, normalize: bool) -> dict[str, Any]:
+        """``{"embedding": ...}`` of one row's token states: pooled by ``modes`` (None: the token vectors)."""
         vector = hidden if modes is None else np.concatenate([pool(hidden, m) for m in modes], axis=-1)
         if normalize:
             vector = vector / np.maximum(np.linalg.norm(vector, axis=-1, keepdims=True), 1e-12)

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import warnings
+from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
 import numpy as np
 
-from .base import TextEncoderPipeline, check_text
-from .text_classification import apply_function
+from ..processors.text import text_input
+from ..zoo._base import score
+from .base import EncoderPipeline, Prepared
 
 
-class FillMask(TextEncoderPipeline):
+class FillMask(EncoderPipeline):
     """Tokens for the mask: ``{"predictions": [{"score", "token", "token_str", "sequence"}, ...]}``.
 
     >>> import transmuter_mlx as tm
@@ -34,28 +36,30 @@ class FillMask(TextEncoderPipeline):
         if self.tokenizer.mask_token_id is None:
             raise ValueError(f"{self.task}: the tokenizer of {self.repo.name} has no mask token")
 
-    def run(self, items: list[Any], options: dict[str, Any]) -> list[dict[str, Any]]:
-        texts = [check_text(self.task, i, x) for i, x in enumerate(items)]
-        rows = self.encode_rows(texts)
-        mask_id = self.tokenizer.mask_token_id
-        for i, row in enumerate(rows):
-            if not (row.input_ids == mask_id).any():
-                raise ValueError(
-                    f"{self.task}: input {i}: no mask token ({self.tokenizer.mask_token}) found on the input"
-                )
-        targets = self.target_ids(options["targets"]) if options["targets"] is not None else None
-        outputs = self.run_rows(rows, per_token=True)
-        return [
-            self.predictions(row.input_ids, self.output(out, "logits"), options["top_k"], targets)
-            for row, out in zip(rows, outputs)
-        ]
+    def prepare_options(self, options: dict[str, Any]) -> dict[str, Any]:
+        """The ids of ``targets``, once per call (warnings for targets that are not tokens)."""
+        targets = options["targets"]
+        return {**options, "target_ids": self.target_ids(targets) if targets is not None else None}
+
+    def preprocess(self, index: int, item: Any, options: Mapping[str, Any]) -> Prepared:
+        rows = self.processor.rows([text_input(self.task, index, item)], owners=[index])
+        if not (rows[0].input_ids == self.tokenizer.mask_token_id).any():
+            raise ValueError(
+                f"{self.task}: input {index}: no mask token ({self.tokenizer.mask_token}) found on the input"
+            )
+        return Prepared(rows)
+
+    def postprocess(self, prepared: Prepared, outputs: list[dict[str, np.ndarray]],
+                    options: Mapping[str, Any]) -> dict[str, Any]:
+        logits = self.output(outputs[0], "logits")
+        return self.predictions(prepared.rows[0].input_ids, logits, options["top_k"], options["target_ids"])
 
     def predictions(
         self, ids: np.ndarray, logits: np.ndarray, top_k: int, targets: np.ndarray | None
     ) -> dict:
         tok = self.tokenizer
         masked = np.nonzero(ids == tok.mask_token_id)[0]
-        probs = apply_function(logits[masked], "softmax")
+        probs = score(logits[masked], "softmax")
         if targets is not None:
             probs, top_k = probs[:, targets], min(top_k, len(targets))
         single = len(masked) == 1

@@ -17,7 +17,6 @@ from types import MappingProxyType
 from typing import Any
 
 from ..chat_template import ChatTemplate, ChatTemplateError
-from ..converters.model import load
 from ..generation.config import GenerationConfig
 from ..generation.context import ContextLimit
 from ..generation.loop import Generated, generate
@@ -28,7 +27,6 @@ from .generating import GENERATION_OPTIONS, STREAM_OPTIONS, GeneratingPipeline
 __all__ = ["TextGeneration"]
 
 TASK_OPTIONS = MappingProxyType({"template_options": None, "return_full_text": False, **STREAM_OPTIONS})
-MODEL_STEMS = ("model", "decoder_model_merged")  # the transformers.js names of a decoder with a KV cache
 
 
 @dataclass
@@ -66,22 +64,15 @@ class TextGeneration(GeneratingPipeline):
         o = self.options
         self.tokenizer: Tokenizer = o.tokenizer or Tokenizer.from_repo(self.repo)
         self.generation = GenerationConfig.from_repo(self.repo)
-        self.model = o.model if o.model is not None else self._load_model()
-        config = self.repo.config
-        self.max_positions = config.get("max_position_embeddings") or config.get("n_positions")
+        self.model = o.model if o.model is not None else self.load_file("model")
+        self.max_positions = self.args.positions  # the cap of the default 20 new tokens, as transformers
         self.context = self.tokenizer.model_max_length
-        self.context_limit = ContextLimit.of(config, self.context)
+        self.context_limit = ContextLimit.of(self.args, self.context)
         self._chat: ChatTemplate | None = None
         self.generation_for(dict(o.extra))  # options given at build time fail here, not at the first call
 
-    def _load_model(self) -> Any:
-        o, repo = self.options, self.repo
-        stem = next((s for s in MODEL_STEMS if repo.onnx_variants(s)), MODEL_STEMS[0])
-        path = repo.onnx_path(stem, variant=o.variant, task_default="q4")
-        return load(path, backend=o.backend, dtype=o.dtype, device=o.device)
-
     # ------------------------------------------------------------------ inputs
-    def prepare(self, index: int, item: Any, options: Mapping[str, Any], config: GenerationConfig) -> Prompt:
+    def preprocess(self, index: int, item: Any, options: Mapping[str, Any], config: GenerationConfig) -> Prompt:
         """The token ids of one input (no truncation: a prompt longer than the context is an error)."""
         seed, chat = None, None
         if isinstance(item, Mapping):
@@ -139,7 +130,8 @@ class TextGeneration(GeneratingPipeline):
     def generate_batch(self, batch: list[Prompt], config: GenerationConfig, options: Mapping[str, Any],
                        on_step: Callable[[list[list[int]]], None] | None) -> Generated:
         """One decoding loop over the prompts, each row with its own positions and KV cache padding."""
-        session = open_session(self.model, config.pad_id if config.pad_id is not None else 0)
+        session = open_session(self.model, config.pad_id if config.pad_id is not None else 0,
+                               heads=self.args.num_key_value_heads, head_dim=self.args.head_dim)
         out = generate(session, [p.ids for p in batch], config, decode=self.decode,
                        max_position_embeddings=self.max_positions, on_step=on_step,
                        max_length_cap=self.context_limit.positions)

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
 import numpy as np
 
-from .base import Row, TextEncoderPipeline, check_text
+from ..processors.text import text_input
+from ..tokenizer import TokenRow
+from ..zoo._base import score
+from .base import EncoderPipeline, Prepared
 
 MAX_WINDOWS = 256  # windows of one context (about 60,000 tokens at the default 384 and stride 128)
 
@@ -32,7 +36,7 @@ def decode_spans(
     return starts, ends, candidates[starts, ends]
 
 
-class QuestionAnswering(TextEncoderPipeline):
+class QuestionAnswering(EncoderPipeline):
     """Answers from a context: ``{"results": [{"text", "start", "end", "score"}, ...]}``, best first.
 
     >>> import transmuter_mlx as tm
@@ -69,53 +73,47 @@ class QuestionAnswering(TextEncoderPipeline):
                                       "max_windows": (1, True)})
     single_types = (dict,)
 
-    def run(self, items: list[Any], options: dict[str, Any]) -> list[dict[str, Any]]:
-        question_first = self.tokenizer.padding_side == "right"
-        pairs, contexts = [], []
-        for i, item in enumerate(items):
-            if not isinstance(item, dict) or set(item) != {"question", "context"}:
-                raise TypeError(
-                    f"{self.task}: input {i}: expected {{'question': str, 'context': str}}, got {item!r:.80}"
-                )
-            question = check_text(self.task, i, item["question"], "question")
-            context = check_text(self.task, i, item["context"], "context")
-            pairs.append((question, context) if question_first else (context, question))
-            contexts.append(context)
-        max_len = min(x for x in (options["max_seq_len"], 384, self.limit) if x)
+    def prepare_options(self, options: dict[str, Any]) -> dict[str, Any]:
+        """The window length (``max_seq_len``: 384, at most the model's and the largest bucket's) and stride."""
+        max_len = min(x for x in (options["max_seq_len"], 384, self.processor.limit) if x)
         stride = options["doc_stride"] if options["doc_stride"] is not None else min(max_len // 2, 128)
         if stride > max_len:
             raise ValueError(f"{self.task}: doc_stride ({stride}) is larger than max_seq_len ({max_len})")
-        truncation = "only_second" if question_first else "only_first"
-        try:
-            rows = self.encode_rows(
-                pairs, truncation=truncation, max_length=max_len, stride=stride, windows=True
-            )
-        except Exception as e:  # tokenizers: the question alone does not leave room for the context
-            raise ValueError(
-                f"{self.task}: a question is too long for windows of {max_len} tokens ({e})"
-            ) from e
-        self.check_windows(rows, len(items), max_len, stride, options["max_windows"])
-        outputs = self.run_rows(rows, per_token=True)
-        seq = 1 if question_first else 0
-        return [
-            self.answers(contexts[i], [(r, o) for r, o in zip(rows, outputs) if r.owner == i], seq, options)
-            for i in range(len(items))
-        ]
+        return {**options, "window": max_len, "stride": stride}
 
-    def check_windows(self, rows: list[Row], inputs: int, max_len: int, stride: int, cap: int | None) -> None:
-        """A ValueError, before the model runs, when a context needs more than ``cap`` windows."""
-        counts = np.bincount([r.owner for r in rows], minlength=inputs)
-        if cap is None or counts.max(initial=0) <= cap:
-            return
-        i = int(counts.argmax())
-        raise ValueError(
-            f"{self.task}: input {i}: the context needs {counts[i]} windows of {max_len} tokens "
-            f"(doc_stride {stride}), more than max_windows={cap}; pass max_windows={counts[i]} "
-            "(or None: no cap) to run them all, or shorten the context"
-        )
+    def preprocess(self, index: int, item: Any, options: Mapping[str, Any]) -> Prepared:
+        """The windows of the (question, context) pair (the context first for left-padding tokenizers)."""
+        if not isinstance(item, dict) or set(item) != {"question", "context"}:
+            raise TypeError(
+                f"{self.task}: input {index}: expected {{'question': str, 'context': str}}, got {item!r:.80}"
+            )
+        question = text_input(self.task, index, item["question"], "question")
+        context = text_input(self.task, index, item["context"], "context")
+        question_first = self.tokenizer.padding_side == "right"
+        pair = (question, context) if question_first else (context, question)
+        max_len, stride = options["window"], options["stride"]
+        try:
+            rows = self.processor.rows([pair], [index], truncation="only_second" if question_first else "only_first",
+                                       max_length=max_len, stride=stride, windows=True)
+        except ValueError as e:  # the question alone does not leave room for the context
+            raise ValueError(f"{self.task}: input {index}: the question is too long for windows of {max_len} "
+                             f"tokens; shorten it, lower doc_stride or raise max_seq_len ({e})") from e
+        cap = options["max_windows"]
+        if cap is not None and len(rows) > cap:
+            raise ValueError(
+                f"{self.task}: input {index}: the context needs {len(rows)} windows of {max_len} tokens "
+                f"(doc_stride {stride}), more than max_windows={cap}; pass max_windows={len(rows)} "
+                "(or None: no cap) to run them all, or shorten the context"
+            )
+        return Prepared(rows, context)
+
+    def postprocess(self, prepared: Prepared, outputs: list[dict[str, np.ndarray]],
+                    options: Mapping[str, Any]) -> dict[str, Any]:
+        seq = 1 if self.tokenizer.padding_side == "right" else 0
+        return self.answers(prepared.data, list(zip(prepared.rows, outputs)), seq, options)
 
     def answers(
-        self, context: str, windows: list[tuple[Row, dict]], seq: int, options: dict[str, Any]
+        self, context: str, windows: list[tuple[TokenRow, dict]], seq: int, options: Mapping[str, Any]
     ) -> dict:
         data = context.encode("utf-8")
         top_k, null_score, answers = options["top_k"], 1000000.0, []
@@ -131,26 +129,25 @@ class QuestionAnswering(TextEncoderPipeline):
                 null_score = min(null_score, float(start[0] * end[0]))
             start[0] = end[0] = 0.0
             starts, ends, scores = decode_spans(start, end, pre_top_k, options["max_answer_len"], wanted)
-            for s, e, score in zip(starts, ends, scores):
+            for s, e, span_score in zip(starts, ends, scores):
                 a, b = self.indices(row, int(s), int(e), seq, options["align_to_words"])
                 text = data[a:b].decode("utf-8", errors="replace")
                 same = next((x for x in answers if x["text"].lower() == text.lower()), None)
                 if same is not None:
-                    same["score"] += float(score)
+                    same["score"] += float(span_score)
                 else:
-                    answers.append({"text": text, "start": a, "end": b, "score": float(score)})
+                    answers.append({"text": text, "start": a, "end": b, "score": float(span_score)})
         if options["handle_impossible_answer"]:
             answers.append({"text": "", "start": 0, "end": 0, "score": null_score})
         return {"results": sorted(answers, key=lambda x: x["score"], reverse=True)[:top_k]}
 
     @staticmethod
     def normalize(logits: np.ndarray, wanted: np.ndarray) -> np.ndarray:
-        logits = np.where(wanted == 0, -10000.0, logits)
-        exp = np.exp(logits - logits.max())
-        return exp / exp.sum()
+        """A softmax over the tokens that may be in the answer (the others at -10000, as transformers)."""
+        return score(np.where(wanted == 0, -10000.0, logits), "softmax")
 
     @staticmethod
-    def indices(row: Row, s: int, e: int, seq: int, align_to_words: bool) -> tuple[int, int]:
+    def indices(row: TokenRow, s: int, e: int, seq: int, align_to_words: bool) -> tuple[int, int]:
         """Byte offsets of a token span, widened to whole words as transformers' ``get_indices``."""
         if align_to_words and row.word_ids[s] >= 0 and row.word_ids[e] >= 0:
             first = (row.word_ids == row.word_ids[s]) & (row.sequence_ids == seq)

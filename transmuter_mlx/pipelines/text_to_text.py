@@ -16,13 +16,12 @@ from typing import Any
 
 import numpy as np
 
-from ..converters.model import load
 from ..generation.config import GenerationConfig
 from ..generation.context import ContextLimit
 from ..generation.loop import Generated, generate
 from ..generation.seq2seq import EncoderDecoderSession
+from ..processors.text import text_input
 from ..tokenizer import SPECIAL_TOKENS, Tokenizer
-from .base import check_text
 from .generating import GENERATION_OPTIONS, STREAM_OPTIONS, GeneratingPipeline
 
 __all__ = ["Summarization", "TextToText", "Translation"]
@@ -62,23 +61,17 @@ class TextToText(GeneratingPipeline):
             o.model if isinstance(o.model, EncoderDecoderSession) else self._load_session()
         )
         self.template = _language_slot(self.tokenizer)
-        self.max_positions = self.repo.config.get("max_position_embeddings")  # as transformers reads it
-        self.context_limit = ContextLimit.of(self.repo.config, self.tokenizer.model_max_length)
+        self.max_positions = self.args.positions  # the cap of the default 20 new tokens, as transformers
+        self.context_limit = ContextLimit.of(self.args, self.tokenizer.model_max_length)
         self.generation_for(dict(o.extra))  # options given at build time fail here, not at the first call
 
     def _load_session(self) -> EncoderDecoderSession:
         """The encoder and the merged decoder (else the first-step and with-past decoders) of the repo."""
-        o, repo = self.options, self.repo
-
-        def load_(stem: str) -> Any:
-            path = repo.onnx_path(stem, variant=o.variant)
-            return load(path, backend=o.backend, dtype=o.dtype, device=o.device)
-
-        if repo.onnx_variants("decoder_model_merged"):
-            decoders = [load_("decoder_model_merged")]
-        else:
-            decoders = [load_("decoder_model"), load_("decoder_with_past_model")]
-        return EncoderDecoderSession(load_("encoder_model"), *decoders, config=repo.config)
+        decoders = [self.load_file("decoder")]
+        if "use_cache_branch" not in {i.name for i in decoders[0].inputs}:
+            decoders.append(self.load_file("decoder_with_past"))
+        return EncoderDecoderSession(self.load_file("encoder"), *decoders, heads=self.args.num_attention_heads,
+                                     head_dim=self.args.head_dim)
 
     # ------------------------------------------------------------------ options
     def configure(self, config: GenerationConfig, options: Mapping[str, Any]) -> GenerationConfig:
@@ -103,29 +96,29 @@ class TextToText(GeneratingPipeline):
         return config
 
     def language_id(self, code: str, option: str) -> int:
-        """The id of a language token (``"fra_Latn"``, ``"__fr__"``; ``"fr"`` means ``"__fr__"``)."""
-        for token in (code, f"__{code}__"):
-            token_id = self.tokenizer.token_to_id(token) if isinstance(code, str) else None
+        """The id of a language token: the family's spellings of ``code`` (``"fra_Latn"``; M2M100's ``"fr"``
+        is ``"__fr__"``) that are added tokens of the tokenizer."""
+        for token in self.family.language_ids(code) if isinstance(code, str) else ():
+            token_id = self.tokenizer.token_to_id(token)
             if token_id is not None and token_id in self.tokenizer.added_tokens:
                 return token_id
         example = f" (this tokenizer's template uses {self.template[1]!r})" if self.template else ""
         raise ValueError(
             f"{self.task}: unknown {option} {code!r}: it is not a special token of the tokenizer; "
-            f"language tokens are the added tokens of the tokenizer.json of {self.repo.name}, "
-            f"such as 'fra_Latn' (NLLB) or '__fr__' (M2M100){example}"
+            f"language tokens are the added tokens of the tokenizer.json of {self.repo.name}{example}"
         )
 
     # ------------------------------------------------------------------ hooks of GeneratingPipeline
-    def prepare(self, index: int, item: Any, options: Mapping[str, Any], config: GenerationConfig) -> str:
+    def preprocess(self, index: int, item: Any, options: Mapping[str, Any], config: GenerationConfig) -> str:
         """One input: a str (the texts of a batch are encoded together, padded to one bucket)."""
-        return check_text(self.task, index, item)
+        return text_input(self.task, index, item)
 
     def generate_batch(self, batch: list[str], config: GenerationConfig, options: Mapping[str, Any],
                        on_step: Callable[[list[list[int]]], None] | None) -> Generated:
         """The encoder on the batch's texts, then the decoder from ``decoder_start_token_id``; each
         input's token summary counts its encoded text and the encoder padding of the batch."""
         ids, mask, lengths = self.encode(batch, options.get("source_language_token"))
-        self.session.encode(ids, mask)
+        self.session.encode({"input_ids": ids, "attention_mask": mask})
         out = generate(self.session, [[config.start_id]] * len(batch), config, decode=self.tokenizer.decode,
                        on_step=on_step, max_position_embeddings=self.max_positions,
                        max_length_cap=self.context_limit.positions)

@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import warnings
+from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
 import numpy as np
 
-from .base import TextEncoderPipeline, check_text
-from .text_classification import apply_function
+from ..processors.text import text_input
+from ..zoo._base import score
+from .base import EncoderPipeline, Prepared
 from .text_entities import STRATEGIES, aggregate, gather_pre_entities
 
 
-class TokenClassification(TextEncoderPipeline):
+class TokenClassification(EncoderPipeline):
     """Entities of a text: ``{"entities": [{"label", "score", "phrase", "start", "end", "word"}, ...]}``.
 
     >>> import transmuter_mlx as tm
@@ -32,31 +34,35 @@ class TokenClassification(TextEncoderPipeline):
     task = "token-classification"
     defaults = MappingProxyType({"aggregation_strategy": "none", "ignore_labels": ("O",)})
 
-    def run(self, items: list[Any], options: dict[str, Any]) -> list[dict[str, Any]]:
+    def prepare_options(self, options: dict[str, Any]) -> dict[str, Any]:
+        """The aggregation strategy (checked), the labels to drop and whether the tokenizer marks word pieces."""
         strategy = str(options["aggregation_strategy"] or "none").lower()
         if strategy not in STRATEGIES:
             raise ValueError(
                 f"{self.task}: unknown aggregation_strategy {strategy!r}; expected one of {STRATEGIES}"
             )
-        ignore = set(options["ignore_labels"] or ())
-        texts = [check_text(self.task, i, x) for i, x in enumerate(items)]
-        rows = self.encode_rows(texts)
-        outputs = self.run_rows(rows, per_token=True)
         prefix = bool(getattr(self.tokenizer.backend.model, "continuing_subword_prefix", None))
         if not prefix and strategy in ("first", "average", "max"):
             warnings.warn(
-                "Tokenizer does not support real words, using fallback heuristic", UserWarning, stacklevel=3
+                "Tokenizer does not support real words, using fallback heuristic", UserWarning, stacklevel=4
             )
-        return [
-            self.entities(texts[row.owner], row, self.output(out, "logits"), strategy, ignore, prefix)
-            for row, out in zip(rows, outputs)
-        ]
+        return {**options, "strategy": strategy, "ignore": set(options["ignore_labels"] or ()), "prefix": prefix}
+
+    def preprocess(self, index: int, item: Any, options: Mapping[str, Any]) -> Prepared:
+        text = text_input(self.task, index, item)
+        return Prepared(self.processor.rows([text], owners=[index]), text)
+
+    def postprocess(self, prepared: Prepared, outputs: list[dict[str, np.ndarray]],
+                    options: Mapping[str, Any]) -> dict[str, Any]:
+        logits = self.output(outputs[0], "logits")
+        return self.entities(prepared.data, prepared.rows[0], logits, options["strategy"], options["ignore"],
+                             options["prefix"])
 
     def entities(
         self, text: str, row: Any, logits: np.ndarray, strategy: str, ignore: set[str], prefix: bool
     ) -> dict[str, Any]:
         data = text.encode("utf-8")
-        scores = apply_function(logits, "softmax")
+        scores = score(logits, "softmax")
         ids = row.input_ids.tolist()
         words = self.tokenizer.convert_ids_to_tokens(ids)
         unk = np.asarray(ids) == (

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import warnings
+from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
 import numpy as np
 
-from .base import TextEncoderPipeline, check_text
+from ..processors.text import text_input
+from ..zoo._base import score
+from .base import EncoderPipeline, Prepared
 
 
 def parse_labels(labels: Any) -> list[str]:
@@ -20,7 +23,7 @@ def parse_labels(labels: Any) -> list[str]:
     return list(labels)
 
 
-class ZeroShotClassification(TextEncoderPipeline):
+class ZeroShotClassification(EncoderPipeline):
     """Scores of labels that you give for a text: ``{"predictions": [{"label", "score"}, ...]}``, best first.
 
     >>> import transmuter_mlx as tm
@@ -38,6 +41,7 @@ class ZeroShotClassification(TextEncoderPipeline):
     """
 
     task = "zero-shot-classification"
+    per_position = False
     defaults = MappingProxyType(
         {
             "labels": None,
@@ -58,34 +62,29 @@ class ZeroShotClassification(TextEncoderPipeline):
                 stacklevel=2,
             )
 
-    def run(self, items: list[Any], options: dict[str, Any]) -> list[dict[str, Any]]:
+    def preprocess(self, index: int, item: Any, options: Mapping[str, Any]) -> Prepared:
+        """One row per label: the text and the label's hypothesis (the text truncated when it is long)."""
         template = options["hypothesis_template"]
-        pairs, owners, label_sets = [], [], []
-        for i, item in enumerate(items):
-            text, labels = self.split(i, item, options)
-            if not labels:
-                raise ValueError(
-                    f"{self.task}: input {i}: no candidate labels; give labels=[...] "
-                    "when building the pipeline, at the call, or in the input"
-                )
-            if template.format(labels[0]) == template:
-                raise ValueError(f"{self.task}: hypothesis_template {template!r} has no {{}} for the label")
-            label_sets.append(labels)
-            for label in labels:
-                pairs.append((text, template.format(label)))
-                owners.append(i)
-        outputs = self.run_rows(self.encode_rows(pairs, owners, truncation="only_first"), per_token=False)
-        logits = np.stack([self.output(o, "logits") for o in outputs])
-        results, start = [], 0
-        for labels in label_sets:
-            mine = logits[start : start + len(labels)]
-            start += len(labels)
-            scores = self.scores(mine, options["multi_label"] or len(labels) == 1)
-            order = list(reversed(scores.argsort()))
-            results.append({"predictions": [{"label": labels[j], "score": float(scores[j])} for j in order]})
-        return results
+        text, labels = self.split(index, item, options)
+        if not labels:
+            raise ValueError(
+                f"{self.task}: input {index}: no candidate labels; give labels=[...] "
+                "when building the pipeline, at the call, or in the input"
+            )
+        if template.format(labels[0]) == template:
+            raise ValueError(f"{self.task}: hypothesis_template {template!r} has no {{}} for the label")
+        pairs = [(text, template.format(label)) for label in labels]
+        return Prepared(self.processor.rows(pairs, [index] * len(pairs), truncation="only_first"), labels)
 
-    def split(self, index: int, item: Any, options: dict[str, Any]) -> tuple[str, list[str]]:
+    def postprocess(self, prepared: Prepared, outputs: list[dict[str, np.ndarray]],
+                    options: Mapping[str, Any]) -> dict[str, Any]:
+        labels = prepared.data
+        logits = np.stack([self.output(o, "logits") for o in outputs])
+        scores = self.scores(logits, options["multi_label"] or len(labels) == 1)
+        order = list(reversed(scores.argsort()))
+        return {"predictions": [{"label": labels[j], "score": float(scores[j])} for j in order]}
+
+    def split(self, index: int, item: Any, options: Mapping[str, Any]) -> tuple[str, list[str]]:
         labels = options["candidate_labels"] if options["candidate_labels"] is not None else options["labels"]
         if isinstance(item, dict):
             if "text" not in item or set(item) - {"text", "labels"}:
@@ -95,14 +94,13 @@ class ZeroShotClassification(TextEncoderPipeline):
                 )
             labels = item.get("labels", labels)
             item = item["text"]
-        return check_text(self.task, index, item), parse_labels(labels) if labels is not None else []
+        return text_input(self.task, index, item), parse_labels(labels) if labels is not None else []
 
     def scores(self, logits: np.ndarray, multi_label: bool) -> np.ndarray:
+        """Each label's entailment against its contradiction (``multi_label``), else a softmax over the labels'
+        entailment logits, as transformers' ZeroShotClassificationPipeline."""
         entail = self.entailment_id
         if multi_label:
             contradiction = -1 if entail == 0 else 0
-            pair = logits[:, [contradiction, entail]]
-            exp = np.exp(pair)
-            return (exp / exp.sum(-1, keepdims=True))[:, 1]
-        exp = np.exp(logits[:, entail])
-        return exp / exp.sum()
+            return score(logits[:, [contradiction, entail]], "softmax")[:, 1]
+        return score(logits[:, entail], "softmax")
