@@ -99,7 +99,7 @@ class GenerationConfig:
         if generation is not None and not generation.get("_from_model_config", False):
             name, read = "generation_config.json", lambda: cls.from_dict(generation)
         else:
-            name, read = "config.json", lambda: cls.from_model_config(repo.read_json("config.json") or {})
+            name, read = "config.json", lambda: cls.from_model_config(repo.config if repo.exists("config.json") else {})
         try:
             return read()
         except ValueError as error:  # a bad value in the file: say which file

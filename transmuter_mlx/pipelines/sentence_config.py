@@ -85,7 +85,7 @@ def _read(repo: Repo) -> SentenceConfig | None:
     modules = repo.read_json("modules.json", kind=list)
     st_config = repo.read_json("config_sentence_transformers.json") or {}
     activation = st_config.get("activation_fn") or (
-        (repo.read_json("config.json") or {}).get("sentence_transformers") or {}
+        (repo.config if repo.exists("config.json") else {}).get("sentence_transformers") or {}
     ).get("activation_fn")
     if modules is None:  # a cross-encoder saved by sentence-transformers >= 4 has only the activation
         return SentenceConfig(repo.name, activation_fn=activation) if activation else None
