@@ -19,8 +19,8 @@ from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 
-__all__ = ["SCORE_FUNCTIONS", "SEQ2SEQ_FILES", "SEQ2SEQ_TASKS", "BaseArgs", "DecoderArgs", "HeadArgs", "language_ids",
-           "score"]
+__all__ = ["DECODER_FILES", "DECODER_TASKS", "SCORE_FUNCTIONS", "SEQ2SEQ_FILES", "SEQ2SEQ_TASKS", "BaseArgs",
+           "DecoderArgs", "HeadArgs", "language_ids", "score"]
 
 SCORE_FUNCTIONS = ("softmax", "sigmoid", "none")
 
@@ -114,6 +114,10 @@ class DecoderArgs(BaseArgs):
         """The positions a row may take (prompt and new tokens), None when the config declares none."""
         return self.max_position_embeddings
 
+
+#: the ONNX file of a decoder-only LM with a KV cache: the transformers.js v3 name, else the merged one
+DECODER_FILES = {"model": ("model", "decoder_model_merged")}
+DECODER_TASKS = frozenset({"text-generation"})
 
 #: the ONNX files of an encoder-decoder by role: the merged decoder, else the first-step and with-past pair
 SEQ2SEQ_FILES = {

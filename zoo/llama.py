@@ -17,13 +17,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ._base import DecoderArgs
+from ._base import DECODER_FILES, DECODER_TASKS, DecoderArgs
 
-#: the ONNX files by role: a decoder with a KV cache (transformers.js v3 name first, then the merged one)
-FILES = {"model": ("model", "decoder_model_merged")}
-TASKS = frozenset({"text-generation"})
-#: the variant a decoder loads when neither the caller nor config.json chooses one
-DEFAULT_VARIANT = "q4"
+FILES = DECODER_FILES
+TASKS = DECODER_TASKS
+DEFAULT_VARIANT = "q4"  # when neither the caller nor config.json chooses one
 
 
 @dataclass
