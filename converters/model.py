@@ -230,7 +230,7 @@ def read_model(source: Source) -> tuple[onnx.ModelProto, str]:
     except (DecodeError, ValueError, RuntimeError) as e:
         raise ModelLoadError(f"{path}: not a valid ONNX model, the file is corrupt or truncated ({e})") from e
     try:
-        _load_external_data(proto, path.parent)
+        _load_external_data(proto, path)
     except (OSError, ValueError) as e:
         raise ModelLoadError(f"{path}: its external data could not be read ({e})") from e
     if not proto.graph.node and not proto.graph.output:
@@ -245,14 +245,15 @@ def read_model(source: Source) -> tuple[onnx.ModelProto, str]:
     return proto, str(path)
 
 
-def _load_external_data(proto: onnx.ModelProto, folder: Path) -> None:
+def _load_external_data(proto: onnx.ModelProto, path: Path) -> None:
     """Read every tensor stored outside the file into the proto.
 
     Unlike onnx's own loader this follows symbolic links, which is how the huggingface_hub
     cache stores files, but only to where such a link may lead (``_allowed_roots``): a link out
     of the model's folder (to /etc/passwd) is refused.
     """
-    roots = _allowed_roots(folder)
+    folder = path.parent
+    roots = _allowed_roots(path)
     handles: dict[str, Any] = {}
     try:
         for tensor in onnx.external_data_helper._get_all_tensors(proto):
@@ -269,7 +270,7 @@ def _load_external_data(proto: onnx.ModelProto, folder: Path) -> None:
                 real = os.path.realpath(file)
                 if not any(os.path.commonpath([real, root]) == root for root in roots):
                     raise ValueError(f"external data file {file} (for tensor {tensor.name!r}) is a link to {real}, "
-                                     f"outside the model's folder{' and its hub cache' if len(roots) > 1 else ''}")
+                                     f"outside the model's folder{' and its hub cache' if len(roots) > 2 else ''}")
                 handles[location] = open(real, "rb")  # noqa: SIM115 - closed below
             f = handles[location]
             f.seek(int(info.get("offset", 0)))
@@ -285,10 +286,12 @@ def _load_external_data(proto: onnx.ModelProto, folder: Path) -> None:
             f.close()
 
 
-def _allowed_roots(folder: Path) -> list[str]:
-    """Where a model's external data may really be: its folder tree, and for a file of a huggingface_hub
+def _allowed_roots(path: Path) -> list[str]:
+    """Where the external data of the model file ``path`` may really be: its folder tree, the folder the file
+    itself links into (a folder of links to a model kept elsewhere), and for a file of a huggingface_hub
     snapshot (``models--org--name/snapshots/<revision>/...``) that repository's cache folder (its blobs)."""
-    roots = [os.path.realpath(folder)]
+    folder = path.parent
+    roots = [os.path.realpath(folder), os.path.dirname(os.path.realpath(path))]
     parts = folder.absolute().parts
     for i in range(len(parts) - 1, 0, -1):
         if parts[i] == "snapshots" and parts[i - 1].startswith(("models--", "datasets--", "spaces--")):

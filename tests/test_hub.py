@@ -260,6 +260,13 @@ def test_external_data_links_stay_in_the_repository(cache, tmp_path, no_network)
         data.symlink_to(secret)
         with pytest.raises(tm.ModelLoadError, match=r"big\.onnx_data.*is a link to .*secret\.bin, outside the model's folder"):
             tm.load(model_file, backend="numpy")
+    # a folder of links to a model kept elsewhere (both files link into one real folder) loads
+    store, farm = tmp_path / "store", tmp_path / "farm"
+    _tiny_onnx(store / "big.onnx", external="big.onnx_data")
+    farm.mkdir()
+    for name in ("big.onnx", "big.onnx_data"):
+        (farm / name).symlink_to(store / name)
+    np.testing.assert_array_equal(tm.load(farm / "big.onnx", backend="numpy")({"x": x})["y"], model({"x": x})["y"])
 
 
 def test_lazy_download_fetches_only_the_chosen_variant(tmp_path, monkeypatch):

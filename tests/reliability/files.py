@@ -109,3 +109,24 @@ case("files", "the CLI on a broken tokenizer.json: one line, exit 2, no tracebac
         folder = copy_fixture("gpt2", (("tokenizer.json", NOT_JSON),))
         sys.exit(main(["text-generation", str(folder), "Hello", "--backend", BACKEND]))
      """, 2, r"(?s)\A(?!.*Traceback).*error: .*tokenizer[.]json is not a tokenizer[.]json"))(None)
+
+
+@case("files", "external data linked out of the model's folder (to /etc/passwd)",
+      Raises(tm.ModelLoadError, r"model\.onnx_data .* is a link to /etc/passwd, outside the model's folder"))
+def _(backend):
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    folder = Path(tempfile.mkdtemp(prefix="reliability-link-"))
+    atexit.register(shutil.rmtree, folder, True)
+    weight = numpy_helper.from_array(np.zeros(64, np.float32), "w")
+    graph = helper.make_graph([helper.make_node("Add", ["x", "w"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [64])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [64])], [weight])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.save_model(model, str(folder / "model.onnx"), save_as_external_data=True, location="model.onnx_data",
+                    size_threshold=0)
+    (folder / "model.onnx_data").unlink()
+    (folder / "model.onnx_data").symlink_to("/etc/passwd")
+    tm.load(folder / "model.onnx", backend=backend)
