@@ -12,7 +12,7 @@ from ._layout import mount_sibling_packages
 
 mount_sibling_packages(__name__, __file__)
 
-from . import text
+from . import audio, text, vision
 from .converters.errors import (
     ConverterError,
     DynamicShapeError,
@@ -45,5 +45,7 @@ __all__ = [
     "Serving",
     "ServingClosedError",
     "ServingStats",
+    "audio",
     "text",
+    "vision",
 ]

@@ -7,7 +7,9 @@
 
 Each function takes the repository (a Hub repo id or a local folder; the task's default model
 when None) and the options of ``tm.pipeline``; see docs/text.md for each task's options and results.
-The spec's ``zero_shot_entity_recognition`` (GLiNER) is not implemented yet.
+There is one function per text row of the task table (``transmuter_mlx.pipelines.tasks.TASKS``,
+whose ``function`` names it; tests/test_task_table.py checks that they agree). The spec's
+``zero_shot_entity_recognition`` (GLiNER) is not implemented yet.
 """
 
 from __future__ import annotations
@@ -25,65 +27,133 @@ from .pipelines.text import (
     ZeroShotClassification,
 )
 from .pipelines.text_generation import TextGeneration
-from .pipelines.text_to_text import TextToText
+from .pipelines.text_to_text import Summarization, TextToText, Translation
 
 __all__ = [
     "fill_mask",
     "generation",
     "question_answering",
+    "summarization",
     "text_classification",
     "text_embedding",
     "text_ranking",
     "text_to_text",
     "token_classification",
+    "translation",
     "zero_shot_classification",
 ]
 
 
 def text_embedding(model: Any = None, /, **options: Any) -> TextEmbedding:
-    """``text_embedding("Xenova/all-MiniLM-L6-v2")("a cat")`` -> ``{"embedding": mx.array}``."""
+    """Sentence embeddings, pooled as sentence-transformers pools them.
+
+    >>> embed = text_embedding("Xenova/all-MiniLM-L6-v2")             # doctest: +SKIP
+    >>> embed("a cat")["embedding"].shape                              # doctest: +SKIP
+    (384,)
+    """
     return pipeline("text-embedding", model, **options)
 
 
 def text_classification(model: Any = None, /, **options: Any) -> TextClassification:
-    """``text_classification(repo)("I love this")`` -> ``{"predictions": [{"label", "score"}]}``."""
+    """Labels of a text (or a text pair) with their scores, best first.
+
+    >>> classify = text_classification("Xenova/distilbert-base-uncased-finetuned-sst-2-english")  # doctest: +SKIP
+    >>> classify("I love this")                                        # doctest: +SKIP
+    {'predictions': [{'label': 'POSITIVE', 'score': 0.9998}]}
+    """
     return pipeline("text-classification", model, **options)
 
 
 def text_ranking(model: Any = None, /, **options: Any) -> TextRanking:
-    """``text_ranking(repo)({"query": q, "documents": [d0, d1]})`` -> ``{"results": [...]}``."""
+    """Documents ranked by their relevance to a query (a cross-encoder).
+
+    >>> rank = text_ranking("Xenova/ms-marco-MiniLM-L-6-v2")           # doctest: +SKIP
+    >>> rank({"query": "Who lives in Berlin?", "documents": ["New York has museums.",
+    ...       "Berlin has 3.5 million inhabitants."]})["results"][0]["index"]  # doctest: +SKIP
+    1
+    """
     return pipeline("text-ranking", model, **options)
 
 
 def zero_shot_classification(
     model: Any = None, labels: Any = None, /, **options: Any
 ) -> ZeroShotClassification:
-    """``zero_shot_classification(repo, ["urgent", "phone"])("My phone broke")`` -> predictions."""
+    """Scores of the labels you give for a text, from an NLI model.
+
+    >>> classify = zero_shot_classification("Xenova/distilbert-base-uncased-mnli",
+    ...                                     ["urgent", "phone", "tablet"])  # doctest: +SKIP
+    >>> classify("My phone broke")["predictions"][0]["label"]          # doctest: +SKIP
+    'phone'
+    """
     if labels is not None:
         options["labels"] = labels
     return pipeline("zero-shot-classification", model, **options)
 
 
 def token_classification(model: Any = None, /, **options: Any) -> TokenClassification:
-    """``token_classification(repo, aggregation_strategy="simple")(text)`` -> ``{"entities": [...]}``."""
+    """Named entities (a label per token, or per span with ``aggregation_strategy``).
+
+    >>> ner = token_classification("Xenova/bert-base-NER", aggregation_strategy="simple")  # doctest: +SKIP
+    >>> ner("Hugging Face Inc. is in New York City.")["entities"][0]["phrase"]  # doctest: +SKIP
+    'Hugging Face Inc'
+    """
     return pipeline("token-classification", model, **options)
 
 
 def fill_mask(model: Any = None, /, **options: Any) -> FillMask:
-    """``fill_mask(repo)("Paris is the [MASK] of France.")`` -> ``{"predictions": [...]}``."""
+    """The best tokens for the mask token of a text.
+
+    >>> fill = fill_mask("Xenova/bert-base-uncased")                   # doctest: +SKIP
+    >>> fill("Paris is the [MASK] of France.")["predictions"][0]["token_str"]  # doctest: +SKIP
+    'capital'
+    """
     return pipeline("fill-mask", model, **options)
 
 
 def question_answering(model: Any = None, /, **options: Any) -> QuestionAnswering:
-    """``question_answering(repo)({"question": q, "context": c})`` -> ``{"results": [...]}``."""
+    """Answers to a question, as spans of a context.
+
+    >>> qa = question_answering("Xenova/distilbert-base-cased-distilled-squad")  # doctest: +SKIP
+    >>> qa({"question": "Where is the tower?", "context": "The tower is in Paris."})["results"][0]["text"]  # doctest: +SKIP
+    'Paris'
+    """
     return pipeline("question-answering", model, **options)
 
 
 def text_to_text(model: Any = None, /, **options: Any) -> TextToText:
-    """``text_to_text("Xenova/opus-mt-en-de")("The house is wonderful.")`` -> ``{"results": [{"text", ...}]}``."""
+    """Text generated from text by an encoder-decoder (T5, Marian, NLLB, M2M100, BART).
+
+    >>> translate = text_to_text("Xenova/opus-mt-en-de")               # doctest: +SKIP
+    >>> translate("The house is wonderful.")["results"][0]["text"]     # doctest: +SKIP
+    'Das Haus ist wunderbar.'
+    """
     return pipeline("text2text-generation", model, **options)
 
 
+def translation(model: Any = None, /, **options: Any) -> Translation:
+    """:func:`text_to_text` under transformers' task name (its default model: Xenova/t5-small).
+
+    >>> translate = translation("Xenova/nllb-200-distilled-600M", source_language_token="eng_Latn",
+    ...                         target_language_token="fra_Latn")     # doctest: +SKIP
+    >>> translate("The house is wonderful.")["results"][0]["text"]     # doctest: +SKIP
+    'La maison est merveilleuse.'
+    """
+    return pipeline("translation", model, **options)
+
+
+def summarization(model: Any = None, /, **options: Any) -> Summarization:
+    """:func:`text_to_text` under transformers' task name (its default model: Xenova/distilbart-cnn-6-6).
+
+    >>> summarize = summarization("Xenova/distilbart-cnn-6-6", max_new_tokens=40)  # doctest: +SKIP
+    >>> summarize(article)["results"][0]["text"]                       # doctest: +SKIP
+    """
+    return pipeline("summarization", model, **options)
+
+
 def generation(model: Any = None, /, **options: Any) -> TextGeneration:
-    """``generation(repo, max_new_tokens=32)({"messages": [...]})`` -> ``{"results": [{"text", ...}]}``."""
+    """Text generated by a decoder LM, from a prompt or chat messages.
+
+    >>> chat = generation("onnx-community/Qwen2.5-0.5B-Instruct", max_new_tokens=32)  # doctest: +SKIP
+    >>> chat({"messages": [{"role": "user", "content": "Write a haiku about MLX."}]})["results"][0]["text"]  # doctest: +SKIP
+    """
     return pipeline("text-generation", model, **options)
