@@ -3,10 +3,9 @@
 >>> main(["list"])                                             # doctest: +SKIP
 
 Each INPUT (or each line of stdin when there is none) is one input of the task; the results
-are printed as JSON, one line per input (arrays as lists). Structured inputs:
-``--question Q --context C`` (question answering; without --context each INPUT is a context),
-``--labels a,b,c`` (zero-shot classification), ``--query Q`` with the documents as INPUTs
-(ranking: one input), ``--pair TEXT`` (each INPUT paired with TEXT, text classification).
+are printed as JSON, one line per input (arrays as lists). How a task reads its INPUTs and its own
+flags (``--question``, ``--labels``, ``--query``, ``--pair``, ...) is the ``command_line`` of its row
+in the task table (transmuter_mlx/pipelines/command_line.py); this module has no per-task code.
 Task options go in ``--option key=value`` (the value is parsed as JSON when it can be).
 ``--stream`` (the generation tasks) prints each input's text as it is generated, a line per input.
 When the reader of stdout goes away (``... --stream | head -c 5``), the command stops its decoding and
@@ -19,9 +18,12 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+
+from .pipelines.command_line import CommandLine, Flag
 
 EXIT_PIPE_CLOSED = 141  # 128 + SIGPIPE: the exit status of a Unix tool whose reader closed the pipe
 
@@ -44,15 +46,51 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--variant", help="ONNX variant: fp32, fp16, q8, q4, ...")
     parser.add_argument("--offline", action="store_true", help="use only the Hugging Face cache")
     parser.add_argument("--batch-size", type=int, help="rows per compiled batch")
-    parser.add_argument("--stream", action="store_true",
-                        help="print the generated text as it comes (text-generation, text2text, translation, ...)")
+    streaming = ", ".join(name for name, spec in command_lines().items() if spec.streams)
+    parser.add_argument("--stream", action="store_true", help=f"{streaming}: print the generated text as it comes")
     parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", help="a task option")
-    parser.add_argument("--question", help="question answering: the question")
-    parser.add_argument("--context", help="question answering: the context")
-    parser.add_argument("--labels", help="zero-shot classification: comma-separated labels")
-    parser.add_argument("--query", help="ranking: the query (the inputs are the documents)")
-    parser.add_argument("--pair", help="text classification: the text_pair of every input")
+    for flag, tasks in task_flags().items():
+        parser.add_argument(f"--{flag.name}", metavar=flag.metavar, help=f"{', '.join(tasks)}: {flag.help}")
     return parser
+
+
+def command_lines() -> dict[str, CommandLine]:
+    """Each task's command line, from the task table."""
+    from .pipelines import TASKS
+
+    return {name: row.command_line for name, row in TASKS.items()}
+
+
+def task_flags() -> dict[Flag, list[str]]:
+    """Every task flag of the table, with the tasks that take it."""
+    flags: dict[Flag, list[str]] = {}
+    for name, spec in command_lines().items():
+        for flag in spec.flags:
+            flags.setdefault(flag, []).append(name)
+    return flags
+
+
+def given_flags(args: argparse.Namespace, spec: CommandLine) -> dict[str, str]:
+    """The task flags given on the command line; a ValueError for a flag of other tasks."""
+    flags = task_flags()
+    given = {f.name: getattr(args, f.name) for f in flags if getattr(args, f.name) is not None}
+    for name in given.keys() - {f.name for f in spec.flags}:
+        owners = [task for f, tasks in flags.items() if f.name == name for task in tasks]
+        raise ValueError(f"--{name} is for {', '.join(owners)}")
+    return given
+
+
+def task_inputs(task: str, args: argparse.Namespace, stream: bool) -> tuple[dict[str, Any], list[Any]]:
+    """The options that the task's flags stand for, and its inputs, as the task's command line reads them."""
+    spec = command_lines()[task]
+    try:
+        if stream and not spec.streams:
+            streaming = ", ".join(name for name, s in command_lines().items() if s.streams)
+            raise ValueError(f"--stream is for the generation tasks ({streaming})")
+        given = given_flags(args, spec)
+        return spec.task_options(given), spec.read_inputs(lambda: read_texts(args), given)
+    except ValueError as e:
+        raise ValueError(f"{task}: {e}") from None
 
 
 def parse_option(text: str) -> tuple[str, Any]:
@@ -66,16 +104,9 @@ def parse_option(text: str) -> tuple[str, Any]:
         return key, value
 
 
-def make_inputs(args: argparse.Namespace, texts: list[str]) -> list[Any]:
-    """The task inputs that the structured flags describe."""
-    if args.question is not None:
-        contexts = [args.context] if args.context is not None else texts
-        return [{"question": args.question, "context": c} for c in contexts]
-    if args.query is not None:
-        return [{"query": args.query, "documents": texts}]
-    if args.pair is not None:
-        return [(t, args.pair) for t in texts]
-    return texts
+def read_texts(args: argparse.Namespace) -> list[str]:
+    """The INPUTs, or each line of stdin when there are none."""
+    return list(args.inputs) or [line.rstrip("\n") for line in sys.stdin]
 
 
 def to_json(value: Any) -> Any:
@@ -85,22 +116,31 @@ def to_json(value: Any) -> Any:
 
 
 def list_all() -> str:
+    """The task table (modality, processor, function, default model, aliases) and the model families."""
     from . import zoo
     from .pipelines import ALIASES, TASKS
 
-    lines = ["tasks:"]
+    lines = ["tasks (modality, processor, function, default model; aliases):"]
     for name, row in TASKS.items():
-        aliases = ", ".join(a for a, t in ALIASES.items() if t == name)
-        lines.append(f"  {name:26} {row.modality:6} default {row.default_model}  (aliases: {aliases})")
-    lines.append("model families (config.json model_type): " + ", ".join(zoo.families()))
+        aliases = ", ".join(a for a, t in ALIASES.items() if t == name) or "-"
+        lines.append(f"  {name:26} {row.modality:10} {row.processor:9} tm.{row.function:32} "
+                     f"{row.default_model}  (aliases: {aliases})")
+    lines.append("model families (config.json model_type, by zoo module):")
+    for module, model_types in families_by_module(zoo.families(), getattr(zoo, "REMAP", {})).items():
+        lines.append(f"  {module:14} {', '.join(model_types)}")
     return "\n".join(lines)
+
+
+def families_by_module(model_types: list[str], remap: Mapping[str, str]) -> dict[str, list[str]]:
+    """``zoo.families()`` grouped by the zoo module serving them (``zoo.REMAP``): ``{"bert": ["albert", ...]}``."""
+    groups: dict[str, list[str]] = {}
+    for model_type in model_types:
+        groups.setdefault(remap.get(model_type, model_type).replace("-", "_"), []).append(model_type)
+    return dict(sorted(groups.items()))
 
 
 def print_streams(pipe: Any, inputs: list[Any]) -> int:
     """Each input's text chunks to stdout as they are generated, then a newline."""
-    if not callable(getattr(pipe, "stream_many", None)):
-        raise ValueError(f"{pipe.task}: --stream is for the generation tasks (text-generation, text2text-generation, "
-                         "translation, summarization)")
     for item in inputs:
         with pipe(item, stream=True) as chunks:  # leaving early (a closed pipe) stops the decoding
             for chunk in chunks:
@@ -119,20 +159,8 @@ def stdout_closed() -> int:
     return EXIT_PIPE_CLOSED
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["list"]:
-        print(list_all())
-        return 0
-    args = build_parser().parse_args(argv)
-    from .pipelines import UnknownTaskError, pipeline, resolve_task
-
-    try:
-        resolve_task(args.task)
-    except UnknownTaskError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-
+def common_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The pipeline options of ``--option`` and the flags of all tasks (``--backend``, ``--batch-size``, ...)."""
     options: dict[str, Any] = dict(parse_option(o) for o in args.option)
     options["backend"] = args.backend
     for name in ("device", "variant"):
@@ -142,19 +170,32 @@ def main(argv: list[str] | None = None) -> int:
         options["offline"] = True
     if args.batch_size:
         options["compile"] = {**options.get("compile", {}), "batch_size": args.batch_size}
-    if args.labels is not None:
-        options["labels"] = [x.strip() for x in args.labels.split(",") if x.strip()]
-    texts = list(args.inputs)
-    if not texts and not (args.question is not None and args.context is not None):
-        texts = [line.rstrip("\n") for line in sys.stdin]
+    return options
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["list"]:
+        print(list_all())
+        return 0
+    args = build_parser().parse_args(argv)
+    from .pipelines import UnknownTaskError, pipeline, resolve_task
+
+    try:
+        task = resolve_task(args.task)
+    except UnknownTaskError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    options = common_options(args)
     stream = args.stream or bool(options.pop("stream", False))
     try:
-        pipe = pipeline(args.task, args.model, **options)
+        task_options, inputs = task_inputs(task, args, stream)
+        pipe = pipeline(task, args.model, **{**options, **task_options})  # a task flag beats --option
         if stream:
-            return print_streams(pipe, make_inputs(args, texts))
-        results = pipe(make_inputs(args, texts))
-        for result in results:
-            print(json.dumps(result, default=to_json, ensure_ascii=False, indent=2 if args.pretty else None))
+            return print_streams(pipe, inputs)
+        printed = command_lines()[task].printed
+        for result in pipe(inputs):
+            print(json.dumps(printed(result), default=to_json, ensure_ascii=False, indent=2 if args.pretty else None))
             sys.stdout.flush()
     except BrokenPipeError:  # the reader of stdout went away (| head): stop quietly, as Unix tools do
         return stdout_closed()
