@@ -1,20 +1,19 @@
-"""``python -m parity NAME [options]``: run the parity module ``parity.NAME`` (for example ``text``)."""
+"""``python -m parity SUITE [options]``: run the parity suite ``parity.SUITE`` (for example ``text``).
+
+The suites are those that the task specs of parity/tasks.py name (``TaskParity.suite``).
+"""
 
 from __future__ import annotations
 
 import importlib
-import pkgutil
 import sys
-from pathlib import Path
+
+from .tasks import suites
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    names = sorted(
-        m.name
-        for m in pkgutil.iter_modules([str(Path(__file__).parent)])
-        if not m.name.startswith("_") and not m.name.endswith("_reference")
-    )
+    names = suites()
     if not argv or argv[0] not in names:
         print(f"usage: python -m parity {{{','.join(names)}}} [options]", file=sys.stderr)
         return 2

@@ -1,0 +1,81 @@
+"""One parity spec per task: its reference, and how a result is compared with the reference's.
+
+>>> PARITY["fill-mask"].reference
+'transformers'
+>>> from transmuter_mlx.pipelines import TASKS
+>>> sorted([*PARITY, *WITHOUT_PARITY]) == sorted(TASKS)           # every task, one way or the other
+True
+
+A task of transmuter_mlx's table (``transmuter_mlx.pipelines.TASKS``) has a row in ``PARITY`` or a
+reason in ``WITHOUT_PARITY`` (tests/test_parity_table.py checks it). ``suite`` names the parity run
+that checks it, ``python -m parity SUITE``, with its cases in ``parity/SUITE.py`` and its report in
+``parity/reports/SUITE.md``: a vision or audio task adds a row here and cases there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from types import MappingProxyType
+
+from . import text_reference as text
+
+__all__ = ["PARITY", "WITHOUT_PARITY", "TaskParity", "suites"]
+
+
+@dataclass(frozen=True)
+class TaskParity:
+    """How one task is checked against its reference at fp32 (quantized variants: see parity/runner.py).
+
+    ``run_reference(task, folder, inputs, options)`` gives the reference's results in our result
+    shapes; ``items(result)`` the normal form ``[(key, score or vector)]`` in which keys must agree
+    and scores are compared; ``swaps``: whether two items whose reference scores are within the
+    tolerance may come in either order (ranked lists; not the elements of an embedding).
+    """
+
+    suite: str
+    reference: str
+    run_reference: text.Reference
+    items: Callable[[dict], text.Items]
+    swaps: bool = True
+
+
+def _transformers(convert: Callable) -> text.Reference:
+    return partial(text.transformers_pipeline, convert=convert)
+
+
+PARITY: MappingProxyType[str, TaskParity] = MappingProxyType(
+    {
+        "text-embedding": TaskParity(
+            "text", "sentence-transformers", text.sentence_embeddings, text.embedding_items, swaps=False
+        ),
+        "text-classification": TaskParity(
+            "text", "transformers", _transformers(text.classification), text.label_items
+        ),
+        "text-ranking": TaskParity("text", "sentence-transformers", text.cross_encoder_ranks, text.ranking_items),
+        "zero-shot-classification": TaskParity(
+            "text", "transformers", _transformers(text.zero_shot), text.label_items
+        ),
+        "token-classification": TaskParity(
+            "text", "transformers", _transformers(text.entities), text.entity_items
+        ),
+        "fill-mask": TaskParity("text", "transformers", _transformers(text.masked_tokens), text.fill_mask_items),
+        "question-answering": TaskParity("text", "transformers", _transformers(text.answers), text.answer_items),
+    }
+)
+
+_GENERATE = "token parity with transformers' generate runs in the tests (no parity report yet)"
+WITHOUT_PARITY: MappingProxyType[str, str] = MappingProxyType(
+    {
+        "text-generation": f"{_GENERATE}: tests/test_text_generation.py",
+        "text2text-generation": f"{_GENERATE}: tests/test_text_to_text.py",
+        "translation": f"text2text-generation under another name; {_GENERATE}: tests/test_text_to_text.py",
+        "summarization": f"text2text-generation under another name; {_GENERATE}: tests/test_text_to_text.py",
+    }
+)
+
+
+def suites() -> list[str]:
+    """The parity runs that the specs name: ``["text"]``."""
+    return sorted({spec.suite for spec in PARITY.values()})
