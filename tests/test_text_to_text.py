@@ -18,6 +18,7 @@ from tests.fixtures.generation_models import build
 from transmuter_mlx.generation.config import GenerationConfig
 from transmuter_mlx.generation.loop import generate
 from transmuter_mlx.generation.seq2seq import EncoderDecoderSession
+from transmuter_mlx.pipelines.text_to_text import TextToText
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -203,7 +204,7 @@ def test_empty_text_matches_transformers(family):
 def test_task_names_and_aliases():
     folder = str(build("t5"))
     for task in ("text2text-generation", "translation", "summarization", "text_to_text"):
-        assert isinstance(tm.pipeline(task, folder), tm.pipelines.TextToText)
+        assert isinstance(tm.pipeline(task, folder), TextToText)
 
 
 # ---------------------------------------------------------------------- bad input

@@ -42,7 +42,6 @@ class Pipeline:
     """
 
     task: ClassVar[str] = ""
-    modality: ClassVar[str] = "text"
     defaults: ClassVar[Mapping[str, Any]] = MappingProxyType({})
     #: the task's integer options: name -> (least value, whether None is allowed), checked where options are
     #: given (when the pipeline is built, and at each call)
