@@ -179,6 +179,7 @@ def main(argv: list[str] | None = None) -> int:
         print(list_all())
         return 0
     args = build_parser().parse_args(argv)
+    from .converters.errors import ConverterError
     from .pipelines import UnknownTaskError, pipeline, resolve_task
 
     try:
@@ -199,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
             sys.stdout.flush()
     except BrokenPipeError:  # the reader of stdout went away (| head): stop quietly, as Unix tools do
         return stdout_closed()
-    except (TypeError, ValueError, OSError) as e:  # bad task, option, input or repository
+    except (TypeError, ValueError, OSError, ConverterError) as e:  # bad task, option, input, repository or file
         print(f"error: {e}", file=sys.stderr)
         return 2
     return 0

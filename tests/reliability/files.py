@@ -130,3 +130,17 @@ def _(backend):
     (folder / "model.onnx_data").unlink()
     (folder / "model.onnx_data").symlink_to("/etc/passwd")
     tm.load(folder / "model.onnx", backend=backend)
+
+
+case("files", "the CLI on a truncated model.onnx: one line naming it, exit 2, no traceback",
+     Exits("""
+        import sys
+        from tests.reliability.files import copy_fixture
+        from transmuter_mlx.__main__ import main
+        folder = copy_fixture("gpt2")
+        onnx = folder / "onnx" / "model.onnx"
+        data = onnx.read_bytes()
+        onnx.unlink()  # a link to the fixture's own file: replaced, never written through
+        onnx.write_bytes(data[: len(data) // 3])
+        sys.exit(main(["text-generation", str(folder), "Hello", "--backend", BACKEND]))
+     """, 2, r"(?s)\A(?!.*Traceback).*error: .*model[.]onnx: not a valid ONNX model"))(None)
