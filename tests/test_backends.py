@@ -114,3 +114,58 @@ def test_mlx_matmul_with_loaded_blas():
     np.testing.assert_allclose(B.to_numpy(B.matmul(B.asarray(a), B.asarray(b))), a @ b, rtol=1e-4, atol=1e-4)
     m = (rng.standard_normal((3, 16, 16)) + 16 * np.eye(16)).astype(np.float32)
     np.testing.assert_allclose(B.to_numpy(B.matmul(B.asarray(m), B.asarray(m))), m @ m, rtol=1e-4, atol=1e-3)
+
+
+# ---------------------------------------------------------------- random numbers (backends/threefry.py)
+SEEDS = (0, 7, 2**31, 2**40 + 5, 2**64 - 1)
+
+
+def _keys() -> np.ndarray:
+    """The keys of SEEDS, (5, 1, 2): a leading axis more than one row of keys."""
+    from transmuter_mlx.converters.backends.threefry import key
+
+    return np.stack([key(s) for s in SEEDS]).reshape(len(SEEDS), 1, 2)
+
+
+@pytest.mark.parametrize("backend", ["numpy", *DEVICE])
+def test_random_split_is_mlx_split(backend):
+    """Every backend splits keys into the words of ``mx.random.split``, bit for bit."""
+    mx = pytest.importorskip("mlx.core")
+    B = get_backend(backend)
+    got = B.to_numpy(B.random_split(B.asarray(_keys()), 3))
+    want = np.stack([np.array(mx.random.split(mx.random.key(s), 3)) for s in SEEDS]).reshape(len(SEEDS), 1, 3, 2)
+    assert got.dtype == np.int64
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("backend", ["numpy", *DEVICE])
+@pytest.mark.parametrize("count", [1, 2, 7, 512, 50257])
+def test_gumbel_is_mlx_gumbel(backend, count):
+    """``mx.random.gumbel((count,), key=k)`` of each key: exactly on mlx; elsewhere the same bits through
+    another library's ``log`` (within a few ulps)."""
+    mx = pytest.importorskip("mlx.core")
+    B = get_backend(backend)
+    got = B.to_numpy(B.gumbel(B.asarray(_keys()), count))
+    want = np.stack([np.array(mx.random.gumbel((count,), key=mx.random.key(s))) for s in SEEDS])
+    want = want.reshape(len(SEEDS), 1, count)
+    assert got.dtype == np.float32 and got.shape == want.shape
+    if backend == "mlx":
+        np.testing.assert_array_equal(got, want)
+    else:
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("backend", ["numpy", *DEVICE])
+@pytest.mark.parametrize("count", [3, 8, 513])
+def test_threefry_is_written_once_for_every_backend(backend, count):
+    """The shared threefry code gives the same words on every backend's arrays; through mlx's own ``log``
+    its Gumbel draws are ``mx.random.gumbel``'s to the bit (odd counts' layout included)."""
+    from transmuter_mlx.converters.backends import threefry
+
+    B = get_backend(backend)
+    words = B.to_numpy(threefry.random_bits(B, B.asarray(_keys()), count))
+    np.testing.assert_array_equal(words, threefry.random_bits(get_backend("numpy"), _keys(), count))
+    assert words.min() >= 0 and words.max() < 2**32
+    if backend == "mlx":
+        np.testing.assert_array_equal(B.to_numpy(threefry.gumbel(B, B.asarray(_keys()), count)),
+                                      B.to_numpy(B.gumbel(B.asarray(_keys()), count)))

@@ -170,6 +170,19 @@ class Backend(Protocol):
         """
         ...
 
+    # -- random numbers: MLX's threefry2x32 (``threefry.py``), the same bits on every backend ----
+    def random_split(self, keys: Array, num: int) -> Array:
+        """``num`` new keys from each key: int64 (..., 2) -> (..., num, 2), as ``mx.random.split(key, num)``.
+
+        A key is two unsigned 32-bit words held as int64 (``threefry.key(seed)``, as ``mx.random.key``).
+        """
+        ...
+
+    def gumbel(self, keys: Array, count: int) -> Array:
+        """``count`` standard Gumbel draws of each key: int64 (..., 2) -> float32 (..., count), as
+        ``mx.random.gumbel((count,), key=key)`` (the same bits everywhere; ``log`` may differ in the last bit)."""
+        ...
+
     # -- tracing ------------------------------------------------------------------------
     def compile(self, fn: Any) -> Any:
         """``fn`` traced for its shapes where the library can (``mx.compile``), else ``fn``."""

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from . import threefry
 from .base import BINARY, REDUCE, UNARY, unpack_quantized
 
 _erf = np.vectorize(math.erf, otypes=[np.float64])
@@ -228,6 +229,13 @@ class NumpyBackend:
             at = tuple(slice(a, a + (s - 1) * t + 1, t) for a, s, t in zip(starts, S, strides))
             out[(slice(None), slice(None), slice(None), *at)] += part
         return out.reshape(N, groups * Og, *full)
+
+    def random_split(self, keys: Any, num: int) -> np.ndarray:
+        return threefry.random_split(self, np.asarray(keys, np.int64), num)
+
+    def gumbel(self, keys: Any, count: int) -> np.ndarray:
+        with np.errstate(divide="ignore"):  # a word of 0 draws -inf, as on MLX
+            return threefry.gumbel(self, np.asarray(keys, np.int64), count)
 
     def layer_norm(self, x: Any, weight: Any, bias: Any, eps: float) -> np.ndarray:
         xf = x.astype(np.float32) if x.dtype.itemsize < 4 else x

@@ -11,6 +11,7 @@ import numpy as np
 import torch
 import torch.nn.functional as _F
 
+from . import threefry
 from .base import BINARY, UNARY
 
 _TO_TORCH = {
@@ -299,6 +300,14 @@ class TorchBackend:
     def conv_transpose(self, x: Any, w: Any, strides: Any, dilations: Any, groups: int) -> torch.Tensor:
         fn = (_F.conv_transpose1d, _F.conv_transpose2d, _F.conv_transpose3d)[len(strides) - 1]
         return fn(x, w, None, tuple(strides), 0, 0, groups, tuple(dilations))
+
+    def random_split(self, keys: Any, num: int) -> torch.Tensor:
+        with torch.inference_mode():  # ~140 small integer ops: skip autograd's bookkeeping of each
+            return threefry.random_split(self, self._t(keys).long(), num)
+
+    def gumbel(self, keys: Any, count: int) -> torch.Tensor:
+        with torch.inference_mode():
+            return threefry.gumbel(self, self._t(keys).long(), count)
 
     def gelu(self, x: torch.Tensor) -> torch.Tensor:
         return _F.gelu(x, approximate="none")
