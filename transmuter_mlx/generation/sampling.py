@@ -11,13 +11,15 @@
 >>> a == b
 True
 
-How the keys are derived: row r of seed ``s`` starts from ``k = mx.random.key(s)``; when the input
-asks for ``n > 1`` sequences (``num_return_sequences``), its j-th copy starts from
-``mx.random.split(mx.random.key(s), n)[j]``. At every step each row splits its key,
-``k, sub = mx.random.split(k)``, and picks ``argmax(scores + mx.random.gumbel((vocab,), key=sub))``,
+How the keys are derived (MLX's scheme, drawn with the backend's own ops: ``B.random_split`` and
+``B.gumbel``, see ``converters/backends/threefry.py``): row r of seed ``s`` starts from
+``k = mx.random.key(s)``; when the input asks for ``n > 1`` sequences (``num_return_sequences``), its
+j-th copy starts from ``mx.random.split(mx.random.key(s), n)[j]``. At every step each row splits its
+key, ``k, sub = mx.random.split(k)``, and picks ``argmax(scores + mx.random.gumbel((vocab,), key=sub))``,
 which draws from ``softmax(scores)`` (the Gumbel-max rule; -inf scores are never drawn). A row's
 draws depend only on its seed and its own scores, so an input gives the same text alone or in any
-batch, on any backend (scores of a non-mlx backend go through numpy).
+batch; every backend draws the same bits, so a seed gives the same tokens on mlx and torch (up to the
+backends' rounding of the scores and of ``log``) and the tokens it gave when sampling called ``mx.random``.
 """
 
 from __future__ import annotations
@@ -27,6 +29,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+
+from ..converters.backends import HOST
+from ..converters.backends.threefry import key
 
 __all__ = ["RowKeys", "greedy", "host_tokens", "pick"]
 
@@ -47,46 +52,55 @@ def host_tokens(B: Any, tokens: Any) -> np.ndarray:
     return np.asarray(B.to_numpy(tokens) if B.is_array(tokens) else tokens, np.int64).reshape(-1)
 
 
+def first_key(seed: int | None, copy: int = 0, copies: int = 1) -> np.ndarray:
+    """The host key (int64 words) a row starts from: of ``seed`` (None: a fresh random one), split
+    ``copies`` ways for ``num_return_sequences`` and taken at ``copy``.
+
+    >>> first_key(7).tolist(), first_key(7, 1, 2).tolist()   # mx.random.key(7), mx.random.split(.., 2)[1]
+    ([0, 7], [1948237315, 1058547403])
+    """
+    root = key(seed if seed is not None else secrets.randbits(63))
+    return HOST.random_split(root, copies)[copy] if copies > 1 else root
+
+
 class RowKeys:
     """The random keys of the rows of a batch (see the module docstring for their derivation).
 
     ``seeds[r]`` is row r's seed (None: a fresh random one); ``copies[r] = (j, n)`` makes it the j-th of
-    ``n`` sequences of its input.
+    ``n`` sequences of its input. The keys are made on the host, then live on the backend of the scores
+    they draw for: each step splits them there, with no wait for the device.
     """
 
     def __init__(self, seeds: Sequence[int | None], copies: Sequence[tuple[int, int]] | None = None):
-        import mlx.core as mx
-
-        self._mx = mx
         copies = copies or [(0, 1)] * len(seeds)
-        self.keys = []
-        for seed, (j, n) in zip(seeds, copies):
-            key = mx.random.key(int(seed) if seed is not None else secrets.randbits(63))
-            self.keys.append(mx.random.split(key, n)[j] if n > 1 else key)
+        rows = [first_key(seed, j, n) for seed, (j, n) in zip(seeds, copies)]
+        self.B: Any = HOST
+        self.keys: Any = np.stack(rows) if rows else np.zeros((0, 2), np.int64)
 
     def __len__(self) -> int:
-        return len(self.keys)
+        return self.B.shape(self.keys)[0]
 
     def select(self, rows: Sequence[int]) -> None:
         """Keep the keys of ``rows`` in that order (rows leave or are reordered)."""
-        self.keys = [self.keys[r] for r in rows]
+        self.keys = self.B.take(self.keys, self.B.asarray(np.asarray(rows, np.int64)), 0)
 
     def sample(self, B: Any, scores: Any) -> np.ndarray:
         """One token per row drawn from ``softmax(scores)``, as host int64; every key advances."""
-        return np.asarray(self.pick(B, scores), np.int64).reshape(-1)
+        return host_tokens(B, self.pick(B, scores))
 
     def pick(self, B: Any, scores: Any) -> Any:
-        """``sample`` left unsynced: an mlx array for the mlx backend, else host int64."""
-        mx = self._mx
-        on_mlx = isinstance(scores, mx.array)
-        if not isinstance(scores, mx.array):
-            scores = mx.array(np.asarray(B.to_numpy(scores), np.float32))
-        rows, vocab = scores.shape
-        if rows != len(self.keys):
-            raise ValueError(f"{rows} rows of scores for {len(self.keys)} keys")
-        noise = []
-        for r, key in enumerate(self.keys):
-            self.keys[r], sub = mx.random.split(key)
-            noise.append(mx.random.gumbel(shape=(vocab,), key=sub))
-        picked = mx.argmax(scores.astype(mx.float32) + mx.stack(noise), axis=-1)
-        return picked if on_mlx else np.asarray(picked, np.int64).reshape(-1)
+        """``sample`` left unsynced: the tokens as an array of ``B``, drawn with ``B``'s ops."""
+        rows, vocab = B.shape(scores)
+        if rows != len(self):
+            raise ValueError(f"{rows} rows of scores for {len(self)} keys")
+        self._move_to(B)
+        pairs = B.random_split(self.keys, 2)  # k, sub = split(k)
+        self.keys = B.reshape(B.slice(pairs, (0, 0, 0), (rows, 1, 2), (1, 1, 1)), (rows, 2))
+        noise = B.gumbel(B.reshape(B.slice(pairs, (0, 1, 0), (rows, 2, 2), (1, 1, 1)), (rows, 2)), vocab)
+        return B.argmax(B.add(scores, noise), -1, False)  # float32 noise: the sum is at least float32
+
+    def _move_to(self, B: Any) -> None:
+        """Hold the keys as arrays of ``B`` (once: afterwards they stay there)."""
+        if B is not self.B:
+            self.keys = B.asarray(np.asarray(self.B.to_numpy(self.keys), np.int64))
+            self.B = B
