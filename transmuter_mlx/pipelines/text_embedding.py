@@ -6,9 +6,9 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-import mlx.core as mx
 import numpy as np
 
+from ..converters.backends import HOST
 from ..processors.text import text_input
 from .base import EncoderPipeline, Prepared
 from .sentence_config import read_sentence_config
@@ -18,7 +18,8 @@ PROCESSORS = ("l2_norm", None)
 
 
 class TextEmbedding(EncoderPipeline):
-    """Embeddings of texts: ``{"embedding": mx.array}`` (the pooled vector, or token vectors without pooling).
+    """Embeddings of texts: ``{"embedding": array}`` (the pooled vector, or token vectors without pooling),
+    an array of the pipeline's backend (``mx.array`` on mlx, ``torch.Tensor`` on torch), float32.
 
     >>> import transmuter_mlx as tm
     >>> embed = tm.text.text_embedding("Xenova/all-MiniLM-L6-v2")         # doctest: +SKIP
@@ -86,15 +87,16 @@ class TextEmbedding(EncoderPipeline):
     def postprocess(self, prepared: Prepared, outputs: list[dict[str, np.ndarray]],
                     options: Mapping[str, Any]) -> dict[str, Any]:
         hidden = self.output(outputs[0], self.hidden_name)
-        return self.embedding(hidden, options["modes"], options["normalize"])
+        return self.embedding(hidden, options["modes"], options["normalize"], self.model.backend)
 
     @staticmethod
-    def embedding(hidden: np.ndarray, modes: tuple[str, ...] | None, normalize: bool) -> dict[str, Any]:
-        """``{"embedding": ...}`` of one row's token states: pooled by ``modes`` (None: the token vectors)."""
+    def embedding(hidden: np.ndarray, modes: tuple[str, ...] | None, normalize: bool, B: Any = HOST) -> dict[str, Any]:
+        """``{"embedding": ...}`` of one row's token states: pooled by ``modes`` (None: the token vectors),
+        an array of the backend ``B``."""
         vector = hidden if modes is None else np.concatenate([pool(hidden, m) for m in modes], axis=-1)
         if normalize:
             vector = vector / np.maximum(np.linalg.norm(vector, axis=-1, keepdims=True), 1e-12)
-        return {"embedding": mx.array(vector.astype(np.float32))}
+        return {"embedding": B.asarray(vector.astype(np.float32))}
 
 
 def pool(hidden: np.ndarray, mode: str) -> np.ndarray:
