@@ -1,6 +1,13 @@
 """Command line: ``python -m transmuter_mlx TASK MODEL [INPUT ...]`` and ``python -m transmuter_mlx list``.
 
->>> main(["list"])                                             # doctest: +SKIP
+>>> main(["list"])
+tasks (modality, processor, function, default model; aliases):
+  text-embedding  text  tokenizer  tm.text.text_embedding  Xenova/all-MiniLM-L6-v2  (aliases: feature-extraction, ...)
+...
+model families (config.json model_type, by zoo module):
+  bart  bart, blenderbot, ...
+...
+0
 
 Each INPUT (or each line of stdin when there is none) is one input of the task; the results
 are printed as JSON, one line per input (arrays as lists). How a task reads its INPUTs and its own
@@ -110,9 +117,12 @@ def read_texts(args: argparse.Namespace) -> list[str]:
 
 
 def to_json(value: Any) -> Any:
+    """A result's array (numpy, mx.array, a torch tensor on any device) as JSON numbers."""
     if isinstance(value, np.generic):
         return value.item()
-    return np.asarray(value).tolist()  # mx.array, np.ndarray
+    if hasattr(value, "detach"):  # a torch tensor, maybe on a GPU: numpy cannot read it in place
+        value = value.detach().cpu()
+    return np.asarray(value).tolist()
 
 
 def list_all() -> str:
