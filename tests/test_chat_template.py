@@ -477,12 +477,3 @@ def test_qwen3_special_tokens():
     assert {
         key: chat.special_tokens.get(key) for key in ("eos_token", "pad_token", "additional_special_tokens")
     } == {key: reference.get(key) for key in ("eos_token", "pad_token", "additional_special_tokens")}
-
-
-def test_docstring_examples():
-    import doctest
-
-    import transmuter_mlx.chat_template
-
-    results = doctest.testmod(transmuter_mlx.chat_template)
-    assert results.failed == 0 and results.attempted > 5

@@ -1,9 +1,10 @@
 """Processors: what turns a task's inputs into model feeds, one protocol for text, images and audio.
 
+>>> import transmuter_mlx as tm
 >>> from transmuter_mlx.processors import Processor
->>> from transmuter_mlx.processors.text import TextProcessor
->>> issubclass(TextProcessor, Processor)
-True
+>>> fill = tm.text.fill_mask("Xenova/bert-base-uncased")
+>>> isinstance(fill.processor, Processor), fill.processor.kind
+(True, 'tokenizer')
 
 A task's ``preprocess`` turns one input into *features* (``Processor.preprocess``: a text into token
 rows; next, an image into pixels, an audio clip into frames). The batcher (``pipelines/batching.py``)
