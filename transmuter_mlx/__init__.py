@@ -1,8 +1,12 @@
 """transmuter-mlx: Hugging Face ONNX model repositories on MLX, with transformers-exact pipelines.
 
 >>> import transmuter_mlx as tm
->>> model = tm.load("model.onnx")                       # doctest: +SKIP
->>> outputs = model({"input_ids": ids})                 # doctest: +SKIP
+>>> embed = tm.pipeline("text-embedding", "Xenova/all-MiniLM-L6-v2")
+>>> embed("The cat sat on the mat.")["embedding"].shape
+(384,)
+>>> model = tm.load(embed.repo.onnx_path())             # the ONNX file alone, called like a function
+>>> [i.name for i in model.inputs]
+['input_ids', 'attention_mask', 'token_type_ids']
 """
 
 from __future__ import annotations

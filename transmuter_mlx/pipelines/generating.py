@@ -1,9 +1,10 @@
 """The shared run, batching and streaming of the generation pipelines (text_generation, text_to_text).
 
 >>> import transmuter_mlx as tm
->>> translate = tm.text.text_to_text("Xenova/opus-mt-en-de", num_beams=1)    # doctest: +SKIP
->>> "".join(translate("The house is wonderful.", stream=True))              # doctest: +SKIP
-'Das Haus ist wunderbar.'
+>>> translate = tm.text.text_to_text("Xenova/opus-mt-en-de", num_beams=1)
+>>> chunks = list(translate("The house is wonderful.", stream=True))         # text as it is generated
+>>> "".join(chunks) == translate("The house is wonderful.")["results"][0]["text"]
+True
 
 :class:`GeneratingPipeline` owns everything between the inputs and the decoding loop that the
 generation tasks share:

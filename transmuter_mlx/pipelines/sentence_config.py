@@ -1,7 +1,8 @@
 """The sentence-transformers settings of a repository, or of the ``base_model`` of its model card.
 
+>>> from transmuter_mlx.hub import open_repo
 >>> from transmuter_mlx.pipelines.sentence_config import read_sentence_config
->>> read_sentence_config(open_repo("Xenova/bge-small-en-v1.5")).pooling    # doctest: +SKIP
+>>> read_sentence_config(open_repo("Xenova/bge-small-en-v1.5")).pooling
 ('cls',)
 
 ONNX exports often lack modules.json, 1_Pooling/config.json and sentence_bert_config.json; the

@@ -2,11 +2,12 @@
 
 >>> import transmuter_mlx as tm
 >>> chat = tm.text.generation("onnx-community/Qwen3-0.6B-ONNX", max_new_tokens=64,
-...                           template_options={"enable_thinking": False})   # doctest: +SKIP
->>> chat({"messages": [{"role": "user", "content": "Write a haiku about MLX."}]})  # doctest: +SKIP
-{'results': [{'text': '...', 'token_summary': {'input': 18, 'output': 21, 'padding': 0}}]}
->>> "".join(chat("Once upon a time", stream=True))                          # doctest: +SKIP
-' there was a ...'
+...                           template_options={"enable_thinking": False})
+>>> chat({"messages": [{"role": "user", "content": "Write a haiku about MLX."}]})
+{'results': [{'text': '...', 'token_summary': {'input': ..., 'output': ..., 'padding': 0}}]}
+>>> streamed = "".join(chat("Once upon a time", stream=True, seed=7))      # text chunks as they come
+>>> streamed == chat("Once upon a time", seed=7)["results"][0]["text"]
+True
 """
 
 from __future__ import annotations
@@ -42,8 +43,10 @@ class TextGeneration(GeneratingPipeline):
     """Text or ``{"messages": [...]}`` in, ``{"results": [{"text", "token_summary"}, ...]}`` out.
 
     >>> import transmuter_mlx as tm
-    >>> gen = tm.text.generation("Xenova/gpt2", max_new_tokens=8)               # doctest: +SKIP
-    >>> gen(["Hello, my name is", {"text": "The sky", "seed": 3}], do_sample=True)  # doctest: +SKIP
+    >>> gen = tm.text.generation("Xenova/gpt2", max_new_tokens=8)
+    >>> results = gen(["Hello, my name is", {"text": "The sky", "seed": 3}], do_sample=True)
+    >>> [r["results"][0]["token_summary"]["output"] <= 8 for r in results]   # a list in, a list out
+    [True, True]
 
     A str goes to the tokenizer with its special tokens (as transformers' pipeline); messages go
     through the repository's chat template with ``add_generation_prompt`` (unless the last message

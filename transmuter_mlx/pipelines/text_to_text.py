@@ -1,9 +1,9 @@
 """text_to_text: an encoder-decoder (T5, Marian, NLLB, M2M100) generating text from text.
 
 >>> import transmuter_mlx as tm
->>> translate = tm.text.text_to_text("Xenova/opus-mt-en-de")            # doctest: +SKIP
->>> translate("The house is wonderful.")                                  # doctest: +SKIP
-{'results': [{'text': 'Das Haus ist wunderbar.', 'token_summary': {'input': 8, 'output': 7, 'padding': 24}}]}
+>>> translate = tm.text.text_to_text("Xenova/opus-mt-en-de")
+>>> translate("The house is wonderful.")
+{'results': [{'text': '...', 'token_summary': {'input': ..., 'output': ..., 'padding': ...}}]}
 """
 
 from __future__ import annotations
@@ -34,9 +34,10 @@ class TextToText(GeneratingPipeline):
 
     >>> import transmuter_mlx as tm
     >>> nllb = tm.text.text_to_text("Xenova/nllb-200-distilled-600M", source_language_token="eng_Latn",
-    ...                             target_language_token="fra_Latn")     # doctest: +SKIP
-    >>> nllb("The house is wonderful.")["results"][0]["text"]             # doctest: +SKIP
-    'La maison est merveilleuse.'
+    ...                             target_language_token="fra_Latn")
+    >>> result = nllb("The house is wonderful.", max_new_tokens=10)["results"][0]
+    >>> isinstance(result["text"], str), result["token_summary"]["output"] <= 10
+    (True, True)
 
     The repository needs ``onnx/encoder_model.onnx`` and ``onnx/decoder_model_merged.onnx`` (or
     ``decoder_model.onnx`` + ``decoder_with_past_model.onnx``). The settings of generation_config.json
