@@ -12,8 +12,11 @@ import onnx
 def external_data_locations(onnx_file: str | Path) -> list[str]:
     """File names (relative to the graph's folder) of the external data a graph references.
 
-    >>> external_data_locations("onnx/model.onnx")                      # doctest: +SKIP
-    ['model.onnx_data']
+    >>> from transmuter_mlx.hub import open_repo
+    >>> external_data_locations(open_repo("Xenova/all-MiniLM-L6-v2").onnx_path())   # weights inside the graph
+    []
+
+    A graph saved with its weights beside it (``model.onnx`` + ``model.onnx_data``) gives ``['model.onnx_data']``.
     """
     path = Path(onnx_file)
     if path.stat().st_size == 0:

@@ -193,7 +193,13 @@ class ChatTemplate:
     def from_folder(cls, path: str | Path) -> ChatTemplate:
         """The chat template of a repository folder, found as transformers' tokenizer finds it.
 
-        >>> ChatTemplate.from_folder("path/to/Qwen3-0.6B-ONNX")  # doctest: +SKIP
+        >>> from huggingface_hub import snapshot_download
+        >>> chat = ChatTemplate.from_folder(snapshot_download("onnx-community/Qwen3-0.6B-ONNX",
+        ...                                                   allow_patterns=["*.json", "*.jinja"]))
+        >>> print(chat.render([{"role": "user", "content": "Hi"}], add_generation_prompt=True), end="")
+        <|im_start|>user
+        Hi<|im_end|>
+        <|im_start|>assistant
 
         Precedence: chat_template.jinja (plus named templates in additional_chat_templates/*.jinja),
         then ``chat_template`` of tokenizer_config.json, then the processor's chat_template.json.

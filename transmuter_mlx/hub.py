@@ -1,8 +1,8 @@
 """Resolve a model repository (Hub repo id or local folder) to local files, and read its configs.
 
 >>> from transmuter_mlx.hub import open_repo
->>> repo = open_repo("Xenova/all-MiniLM-L6-v2")               # doctest: +SKIP
->>> repo.config["model_type"], repo.onnx_path(variant="q8")   # doctest: +SKIP
+>>> repo = open_repo("Xenova/all-MiniLM-L6-v2")
+>>> repo.config["model_type"], repo.onnx_path(variant="q8")
 ('bert', PosixPath('.../onnx/model_quantized.onnx'))
 
 Files of a Hub repo are downloaded lazily, one by one, through huggingface_hub (its cache, its
@@ -106,8 +106,9 @@ def normalize_variant(variant: str) -> str:
 class Repo:
     """A model repository: a local folder, or a Hub repo id resolved through the huggingface_hub cache.
 
-    >>> repo = open_repo("/models/bge-small")                    # doctest: +SKIP
-    >>> repo.exists("tokenizer.json"), repo.read_json("generation_config.json")  # doctest: +SKIP
+    >>> repo = open_repo("Xenova/bge-small-en-v1.5")               # or a folder: open_repo("/models/bge-small")
+    >>> repo.exists("tokenizer.json"), repo.read_json("generation_config.json")
+    (True, None)
     """
 
     def __init__(
@@ -232,8 +233,9 @@ class Repo:
     def config(self) -> dict:
         """config.json as a dict; a RepoFileNotFoundError naming the repository when it is missing.
 
-        >>> open_repo("Xenova/bert-base-uncased").config["hidden_size"]   # doctest: +SKIP
-        768
+        >>> config = open_repo("Xenova/bert-base-uncased").config
+        >>> config["model_type"], config["hidden_size"] % config["num_attention_heads"]
+        ('bert', 0)
         """
         if self._config is None:
             config = self.read_json("config.json")
@@ -285,7 +287,9 @@ class Repo:
     ) -> Path:
         """Local path of the selected ONNX variant of ``{subfolder}/{stem}.onnx`` (external data fetched too).
 
-        >>> repo.onnx_path("decoder_model_merged", task_default="q4")   # doctest: +SKIP
+        >>> repo = open_repo("Xenova/opus-mt-en-de")
+        >>> repo.onnx_path("decoder_model_merged", task_default="q4")   # q4 if the repo has it, else fp32
+        PosixPath('.../onnx/decoder_model_merged...onnx')
 
         Selection order: ``variant=`` (an error listing the present variants if absent), then
         ``transformers.js_config.dtype`` of config.json (a string, or a dict keyed by file stem),
@@ -332,7 +336,8 @@ def open_repo(
 ) -> Repo:
     """Open a local folder, a Hub repo id ``"org/name"``, or ``("hf", "org/name")``.
 
-    >>> repo = open_repo("Xenova/bert-base-uncased", revision="main", offline=True)   # doctest: +SKIP
+    >>> open_repo("Xenova/bert-base-uncased", revision="main", offline=True)
+    Repo('Xenova/bert-base-uncased@main', offline)
 
     ``offline=None`` follows ``HF_HUB_OFFLINE``. Offline, a repo id must be in the cache
     (``cache_dir`` or huggingface_hub's default); a missing folder or uncached repo raises

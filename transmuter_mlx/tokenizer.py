@@ -1,9 +1,9 @@
 """Tokenizers of Hugging Face repositories, encoding as transformers' fast tokenizers do.
 
 >>> from transmuter_mlx.tokenizer import Tokenizer
->>> tok = Tokenizer.from_repo("Xenova/all-MiniLM-L6-v2")           # doctest: +SKIP
->>> enc = tok(["Hello world", "café 東京"], pad_to=[32, 128])        # doctest: +SKIP
->>> enc.input_ids.shape, enc.offsets.shape                          # doctest: +SKIP
+>>> tok = Tokenizer.from_repo("Xenova/all-MiniLM-L6-v2")
+>>> enc = tok(["Hello world", "café 東京"], pad_to=[32, 128])
+>>> enc.input_ids.shape, enc.offsets.shape
 ((2, 32), (2, 32, 2))
 
 Built on the ``tokenizers`` package (tokenizer.json) plus tokenizer_config.json and
@@ -45,8 +45,12 @@ class TokenizerLoadError(RepoFileNotFoundError):
 class Encoded:
     """A padded batch: (rows, length) int64 arrays; ``offsets`` is (rows, length, 2) UTF-8 byte offsets.
 
-    >>> enc = tok(["a b", ("question", "context")])                 # doctest: +SKIP
-    >>> enc.feeds(["input_ids", "attention_mask"])                  # doctest: +SKIP
+    >>> tok = Tokenizer.from_repo("Xenova/all-MiniLM-L6-v2")
+    >>> enc = tok(["a b", ("question", "context")])
+    >>> enc.attention_mask.tolist(), enc.token_type_ids.tolist()
+    ([[1, 1, 1, 1, 0], [1, 1, 1, 1, 1]], [[0, 0, 0, 0, 0], [0, 0, 0, 1, 1]])
+    >>> list(enc.feeds(["input_ids", "attention_mask", "position_ids"]))   # the inputs it can feed
+    ['input_ids', 'attention_mask']
 
     ``sequence_ids`` and ``word_ids`` are -1 on special and padding tokens. ``overflow_to_sample``
     gives, for each row, the index of the input it came from (rows > inputs with ``return_overflow``).
@@ -73,8 +77,8 @@ class Encoded:
 class Tokenizer:
     """A fast tokenizer with the settings of its repository.
 
-    >>> tok = Tokenizer.from_folder("/models/bert")                 # doctest: +SKIP
-    >>> tok.decode(tok("Hello").input_ids[0])                       # doctest: +SKIP
+    >>> tok = Tokenizer.from_repo("Xenova/all-MiniLM-L6-v2")       # or Tokenizer.from_folder("/models/bert")
+    >>> tok.decode(tok("Hello").input_ids[0])
     'hello'
     """
 
@@ -204,7 +208,7 @@ class Tokenizer:
         it declares none or transformers' "very large" default). The pipelines also cap it by the positions of
         the model's family.
 
-        >>> tok.model_max_length                                    # doctest: +SKIP
+        >>> Tokenizer.from_repo("Xenova/all-MiniLM-L6-v2").model_max_length
         512
         """
         value = self.config.get("model_max_length")
@@ -280,8 +284,11 @@ class Tokenizer:
     ) -> Encoded:
         """Encode texts or ``(text, text_pair)`` tuples into one padded batch.
 
-        >>> tok([("Who?", "A long context ...")], truncation="only_second", max_length=384,
-        ...     stride=128, return_overflow=True)                   # doctest: +SKIP
+        >>> tok = Tokenizer.from_repo("Xenova/all-MiniLM-L6-v2")
+        >>> enc = tok([("Who?", "a " * 20)], truncation="only_second", max_length=16,
+        ...           stride=4, return_overflow=True)
+        >>> enc.input_ids.shape, enc.overflow_to_sample.tolist()   # 3 windows of the context, one input
+        ((3, 16), [0, 0, 0])
 
         ``truncation``: True (= "longest_first"), "only_first", "only_second" or False; the length
         is ``max_length``, else ``model_max_length`` (and at most the largest ``pad_to``).
@@ -312,7 +319,8 @@ class Tokenizer:
         (``sample``). Options as :meth:`encode`; a truncated text with ``return_overflow`` gives its
         overflowing windows as more rows of the same ``sample``.
 
-        >>> [len(r) for r in tok.encode_rows(["a b", "c"])]         # doctest: +SKIP
+        >>> tok = Tokenizer.from_repo("Xenova/all-MiniLM-L6-v2")
+        >>> [len(r) for r in tok.encode_rows(["a b", "c"])]
         [4, 3]
         """
         items = validate_texts(texts)
