@@ -1,14 +1,16 @@
 """``EncoderDecoderSession``: a ``DecoderSession`` over the encoder and decoder ONNX files of a seq2seq export.
 
->>> import numpy as np, transmuter_mlx as tm                              # doctest: +SKIP
->>> from transmuter_mlx.generation.config import GenerationConfig         # doctest: +SKIP
->>> from transmuter_mlx.generation.loop import generate                   # doctest: +SKIP
->>> from transmuter_mlx.generation.seq2seq import EncoderDecoderSession   # doctest: +SKIP
->>> session = EncoderDecoderSession(tm.load("onnx/encoder_model.onnx"),
-...                                 tm.load("onnx/decoder_model_merged.onnx"))  # doctest: +SKIP
->>> session.encode({"input_ids": np.array([[37, 8, 1]]), "attention_mask": np.array([[1, 1, 1]])})  # doctest: +SKIP
->>> generate(session, [[0]], GenerationConfig(max_new_tokens=8, eos_token_id=1)).sequences  # doctest: +SKIP
-[[21, 9, 1]]
+>>> import numpy as np, transmuter_mlx as tm
+>>> from transmuter_mlx.generation.config import GenerationConfig
+>>> from transmuter_mlx.generation.loop import generate
+>>> from transmuter_mlx.generation.seq2seq import EncoderDecoderSession
+>>> from transmuter_mlx.hub import open_repo
+>>> repo = open_repo("Xenova/t5-small")
+>>> session = EncoderDecoderSession(tm.load(repo.onnx_path("encoder_model")),
+...                                 tm.load(repo.onnx_path("decoder_model_merged")))
+>>> session.encode({"input_ids": np.array([[37, 8, 1]]), "attention_mask": np.array([[1, 1, 1]])})
+>>> generate(session, [[0]], GenerationConfig(max_new_tokens=8, eos_token_id=1)).token_summaries
+[{'input': 1, 'output': ..., 'padding': 0}]
 
 The encoder runs once per input (``encode``, batched, padded with an attention mask). The decoder
 rows are the inputs, their sampled copies or their beams: ``prefill`` maps row r to input

@@ -1,10 +1,12 @@
 """``DecoderSession``s over ONNX decoder exports, with the KV-cache layout read from the graph.
 
->>> import transmuter_mlx as tm                                   # doctest: +SKIP
->>> from transmuter_mlx.generation.sessions import open_session   # doctest: +SKIP
->>> session = open_session(tm.load("onnx/model.onnx"), pad_token_id=0)   # doctest: +SKIP
->>> session.prefill([[5, 6, 7], [8]]).shape                       # doctest: +SKIP
-(2, 512)
+>>> import transmuter_mlx as tm
+>>> from transmuter_mlx.generation.sessions import open_session
+>>> from transmuter_mlx.hub import open_repo
+>>> repo = open_repo("onnx-community/Qwen3-0.6B-ONNX")
+>>> session = open_session(tm.load(repo.onnx_path()), pad_token_id=0)
+>>> session.prefill([[5, 6, 7], [8]]).shape == (2, repo.config["vocab_size"])   # each row's last logits
+True
 
 The cache is ``past_key_values.N.key/value`` in and ``present.N.key/value`` out, each
 (batch, kv_heads, length, head_dim); the heads, head size and dtype come from the graph inputs (a

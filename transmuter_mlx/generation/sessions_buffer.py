@@ -72,9 +72,14 @@ class _Fixed:
 class BufferSession(_Fixed):
     """Mode (b): a left-padded, right-aligned buffer with masked free rows and explicit positions.
 
-    >>> session = BufferSession(model, pad_token_id=0)   # doctest: +SKIP
-    >>> session.reserve(64); session.prefill([[5, 6, 7], [8]]).shape   # doctest: +SKIP
-    (2, 512)
+    >>> import transmuter_mlx as tm
+    >>> from transmuter_mlx.hub import open_repo
+    >>> repo = open_repo("Xenova/gpt2")
+    >>> session = BufferSession(tm.load(repo.onnx_path()), pad_token_id=0)   # model.onnx: position_ids
+    >>> session.reserve(64); session.prefill([[5, 6, 7], [8]]).shape == (2, repo.config["vocab_size"])
+    True
+    >>> session.mask.shape                                # 3 prompt tokens + 64 new: a buffer of 128
+    (2, 128)
     """
 
     def prefill(self, prompts: Sequence[Sequence[int]]) -> Any:
@@ -135,9 +140,11 @@ class GQASession(_Fixed):
     as the rows valid after the run (``seqlens_k + 1``); the operator reads nothing else from it.
     An export that also declares ``position_ids`` gets each new token's position in its row.
 
-    >>> session = GQASession(model, pad_token_id=0)      # doctest: +SKIP
-    >>> session.prefill([[5, 6, 7], [8]]).shape           # doctest: +SKIP
-    (2, 512)
+    >>> import transmuter_mlx as tm
+    >>> model = "Qwen2.5-0.5B-Instruct-genai/onnx/model.onnx"  # the onnxruntime-genai model builder's output
+    >>> session = GQASession(tm.load(model), pad_token_id=0)  # doctest: +SKIP
+    >>> session.prefill([[5, 6, 7], [8]]).shape[0]        # doctest: +SKIP
+    2
     """
 
     def prefill(self, prompts: Sequence[Sequence[int]]) -> Any:

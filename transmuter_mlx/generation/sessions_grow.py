@@ -39,9 +39,12 @@ class GrowSession:
     ``model`` is a loaded ``Model``; ``pad_token_id`` fills the left padding of the prompts (only
     used when the graph has ``position_ids`` and is run in this mode on purpose).
 
-    >>> session = GrowSession(model, pad_token_id=0)     # doctest: +SKIP
-    >>> session.prefill([[5, 6, 7], [8]]).shape           # doctest: +SKIP
-    (2, 512)
+    >>> import transmuter_mlx as tm
+    >>> from transmuter_mlx.hub import open_repo
+    >>> repo = open_repo("Xenova/gpt2")
+    >>> session = GrowSession(tm.load(repo.onnx_path()), pad_token_id=0)
+    >>> session.prefill([[5, 6, 7], [8]]).shape == (2, repo.config["vocab_size"])
+    True
     """
 
     max_chunk = MAX_CHUNK  # the longest prompt piece run at once
