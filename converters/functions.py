@@ -27,7 +27,15 @@ def expand_functions(
 ) -> tuple[onnx.ModelProto, dict[str, int]]:
     """``model`` with function-defined ops expanded, and its opsets (bodies may import new domains).
 
-    >>> model, opsets = expand_functions(model, {"": 20})  # doctest: +SKIP
+    >>> from onnx import TensorProto, helper
+    >>> x, y = (helper.make_tensor_value_info(name, TensorProto.FLOAT, [2]) for name in "xy")
+    >>> graph = helper.make_graph([helper.make_node("Swish", ["x"], ["y"])], "g", [x], [y])
+    >>> model, opsets = expand_functions(helper.make_model(graph), {"": 24})
+    >>> [n.op_type for n in model.graph.node], opsets       # Swish has a converter: it stays
+    (['Swish'], {'': 24})
+
+    An op without a converter whose spec gives a function body (``AffineGrid`` if none were
+    registered) becomes the nodes of that body, inlined.
     """
     opsets = dict(opsets)
     for _ in range(_MAX_ROUNDS):

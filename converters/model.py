@@ -41,8 +41,15 @@ class TensorInfo:
 class Model:
     """An ONNX model converted to backend ops, specialised and compiled per input signature.
 
-    >>> model = load("model.onnx")                       # doctest: +SKIP
-    >>> model({"input_ids": ids, "attention_mask": mask})["last_hidden_state"]  # doctest: +SKIP
+    >>> import numpy as np
+    >>> from transmuter_mlx.hub import open_repo
+    >>> model = load(open_repo("Xenova/all-MiniLM-L6-v2").onnx_path())
+    >>> ids = np.array([[101, 7592, 2088, 102]])                     # [CLS] hello world [SEP]
+    >>> feeds = {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)}
+    >>> model(feeds)["last_hidden_state"].shape                      # an mx.array
+    (1, 4, 384)
+    >>> len(model.signatures())                                      # one compiled shape so far
+    1
     """
 
     def __init__(
@@ -199,9 +206,11 @@ def load(
     """Load an ONNX model (a path, its bytes, or a ``ModelProto``) and convert it for ``backend``.
 
     >>> import transmuter_mlx as tm
-    >>> model = tm.load("model.onnx")                       # doctest: +SKIP
-    >>> [i.name for i in model.inputs]                      # doctest: +SKIP
-    ['input_ids', 'attention_mask', 'token_type_ids']
+    >>> from transmuter_mlx.hub import open_repo
+    >>> model = tm.load(open_repo("Xenova/all-MiniLM-L6-v2").onnx_path())   # or tm.load("model.onnx")
+    >>> [(i.name, i.shape) for i in model.inputs]
+    [('input_ids', ('batch_size', 'sequence_length')), ('attention_mask', ('batch_size', 'sequence_length')),
+     ('token_type_ids', ('batch_size', 'sequence_length'))]
 
     Unsupported ops are reported here, all at once, with the first node of each. Each new signature of
     input shapes is planned and compiled once; the ``max_signatures`` most recently used are kept
