@@ -50,8 +50,7 @@ def _folder():
 
 @functools.cache
 def _proto(file: str, accuracy_level: int | None = None) -> Any:
-    """The file with its external data; the builder's SimplifiedLayerNormalization sits in the ai.onnx
-    domain, which ``onnx.checker`` (run by ``load`` on a path) rejects, so the tests load the proto."""
+    """The file with its external data, as a proto (its ``accuracy_level`` set when given), read once."""
     proto = onnx.load(str(_folder() / "onnx" / file))
     if accuracy_level is not None:
         for node in proto.graph.node:
