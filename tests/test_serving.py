@@ -292,11 +292,13 @@ def test_real_qa_tokenizer_panic_is_a_value_error_naming_the_input() -> None:
     good = {"question": "What is the name of the cat?", "context": CONTEXT}
     for inputs, options in [([good, {"question": LONG_QUESTION, "context": CONTEXT}], {}),
                             ([{"question": "a", "context": CONTEXT}], {"max_seq_len": 5})]:
-        with pytest.raises(ValueError, match=rf"input {len(inputs) - 1}: the first text of the pair is not "
-                                             r"truncated.*shorten that text, lower the stride or raise max_length"):
+        with pytest.raises(ValueError, match=rf"input {len(inputs) - 1}: the question is too long for windows of "
+                                             r"max_seq_len=\d+ tokens with doc_stride=\d+; shorten the question, lower "
+                                             r"doc_stride or raise max_seq_len \(the first text of the pair is not "
+                                             r"truncated"):
             qa(inputs, **options)
     with tm.Serving(qa, batch_size=4, batch_timeout_ms=30) as serving:
-        with pytest.raises(ValueError, match=r"input 0: the first text of the pair"):
+        with pytest.raises(ValueError, match=r"input 0: the question is too long"):
             serving.run({"question": LONG_QUESTION, "context": CONTEXT}, timeout=60)
         assert serving.run(good, timeout=60) == qa(good)  # the worker serves on
 

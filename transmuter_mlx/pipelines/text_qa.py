@@ -99,9 +99,11 @@ class QuestionAnswering(EncoderPipeline):
         try:
             rows = self.processor.rows([pair], [index], truncation="only_second" if question_first else "only_first",
                                        max_length=max_len, stride=stride, windows=True)
-        except ValueError as e:  # the question alone does not leave room for the context
-            raise ValueError(f"{self.task}: input {index}: the question is too long for windows of {max_len} "
-                             f"tokens; shorten it, lower doc_stride or raise max_seq_len ({e})") from e
+        except ValueError as e:  # the question alone leaves no more room than the stride for the context
+            detail = str(e).removeprefix("input 0: ")  # the tokenizer saw this input alone
+            raise ValueError(f"{self.task}: input {index}: the question is too long for windows of "
+                             f"max_seq_len={max_len} tokens with doc_stride={stride}; shorten the question, lower "
+                             f"doc_stride or raise max_seq_len ({detail})") from e
         cap = options["max_windows"]
         if cap is not None and len(rows) > cap:
             raise ValueError(
