@@ -369,7 +369,8 @@ class Executable:
 
     ``compiled`` tells whether the replay is traced (``mx.compile`` on mlx); ``eager_reason``
     says why not, when a node needs device values on the host. ``guards`` are the index inputs it
-    checks at each call (``bounds``).
+    checks at each call (``bounds``). ``compile="on_reuse"`` leaves a signature untraced until its second
+    call: a shape used once (a step of a cache that grows) never pays for a trace.
     """
 
     def __init__(
@@ -377,7 +378,7 @@ class Executable:
         program: Program,
         backend: Backend,
         feeds: Mapping[str, Any],
-        compile: bool = True,
+        compile: bool | str = True,
         constant_feeds: frozenset[str] = frozenset(),
     ):
         self.program = program
@@ -412,6 +413,8 @@ class Executable:
         self._host_env = {k: v for k, v in interp.env.items() if k in captured and is_host(v)}
         self._interp = Interpreter(program, backend, sync=False)
         self._host_interp = Interpreter(program, HOST, sync=True)
+        self._trace_on_reuse = compile == "on_reuse" and backend.traces
+        compile = compile is True or (compile == "on_reuse" and not backend.traces)
         self.compiled = compile
         self.traced = compile and backend.traces
         self.replay = backend.compile(self._replay) if compile else self._replay
@@ -520,6 +523,9 @@ class Executable:
         back and checked after the run."""
         if self.replay is None:
             return Interpreter(self.program, self.backend, sync=True).run(feeds)
+        if self._trace_on_reuse:  # a second call: the shape recurs, so a trace pays for itself
+            self._trace_on_reuse = False
+            self.replay, self.compiled, self.traced = self.backend.compile(self._replay), True, True
         outs = self.replay(*(feeds[n] for n in self.feed_names))
         n = len(self.device_output_names)
         device_guards = [g for g in self.guards if not g.on_host]

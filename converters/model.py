@@ -83,15 +83,16 @@ class Model:
         self._lock = threading.Lock()  # the signature cache is shared by the threads that call the model
 
     def __call__(self, feeds: Mapping[str, Any], *, unchecked: Collection[str] = (),
-                 compile: bool | None = None) -> dict[str, Any]:
+                 compile: bool | str | None = None) -> dict[str, Any]:
         """Run the model on ``feeds`` (numpy or backend arrays); returns backend arrays by name.
 
         Index inputs (token ids, position ids...) are checked before the device reads them: an
         ``IndexOutOfRangeError`` names the node, the input and the bad value. A feed given as a device
         array is read back for that (a wait for the device) unless ``unchecked`` names it: the caller
         vouches for its values (the decoding loop's picked tokens), which are clamped into range instead.
-        ``compile`` overrides the model's setting for a signature planned by this call: ``False`` for a
-        shape used about once (a step of a cache that grows), where compiling costs more than it saves.
+        ``compile`` overrides the model's setting for a signature planned by this call: ``"on_reuse"`` for a
+        shape that may be used only once (a step of a cache that grows): traced at its second call, so a
+        one-off shape never pays for a trace.
         """
         arrays, host = self._check_feeds(feeds)
         self.backend.prepare_thread()
@@ -101,7 +102,7 @@ class Model:
         out = first if first is not None else exe(arrays)
         return {n: self._to_backend(v) for n, v in out.items()}
 
-    def _executable(self, key: tuple, arrays: dict[str, Any], compile: bool) -> tuple[Executable, dict[str, Any] | None]:
+    def _executable(self, key: tuple, arrays: dict[str, Any], compile: bool | str) -> tuple[Executable, dict[str, Any] | None]:
         """The signature's Executable (planned now if new, evicting the least recently used beyond
         ``max_signatures``), and for a new one the outputs of its planning walk when they are this call's."""
         with self._lock:

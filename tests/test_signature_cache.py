@@ -115,3 +115,18 @@ def test_a_first_call_is_its_callers_own(backend: str, monkeypatch: pytest.Monke
     assert b_done.is_set()
     np.testing.assert_allclose(results["A"], _ort(proto, {"ids": a_ids}), atol=1e-6)
     np.testing.assert_allclose(results["B"], _ort(proto, {"ids": b_ids}), atol=1e-6)
+
+
+def test_on_reuse_traces_a_signature_at_its_second_call() -> None:
+    """A step of a growing cache is planned untraced (no compile for a shape used once) and traced when the
+    shape comes again; both give onnxruntime's numbers."""
+    proto = _small_model()
+    model = tm.load(proto, backend="mlx")
+    ids = np.array([[3, 1, 4, 1, 5]])
+    expected = _ort(proto, {"ids": ids})
+    states = []
+    for _ in range(3):
+        out = np.asarray(model({"ids": ids}, compile="on_reuse")["y"])
+        np.testing.assert_allclose(out, expected, atol=1e-6)
+        states.append(list(model.signatures().values())[0])
+    assert states == [False, True, True]
