@@ -1,8 +1,12 @@
 """The Pipeline base (any modality), and the encoder pipeline that the one-graph tasks share.
 
->>> from transmuter_mlx.pipelines.base import EncoderPipeline, Pipeline
->>> issubclass(EncoderPipeline, Pipeline), Pipeline.run is not EncoderPipeline.run
-(True, False)
+>>> import transmuter_mlx as tm
+>>> pipe = tm.pipeline("text-classification", "Xenova/distilbert-base-uncased-finetuned-sst-2-english")
+>>> isinstance(pipe, EncoderPipeline), pipe.family.__name__, pipe.processor.kind
+(True, 'transmuter_mlx.zoo.bert', 'tokenizer')
+>>> [p["label"] for p in pipe("I love this", top_k=None)["predictions"]] in (["NEGATIVE", "POSITIVE"],
+...                                                                           ["POSITIVE", "NEGATIVE"])
+True
 
 A pipeline holds its components (the repository, its zoo family and ``ModelArgs``, the model files, a
 processor) and runs a call as **preprocess -> forward -> postprocess**: ``preprocess`` turns each input
