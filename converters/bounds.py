@@ -45,8 +45,10 @@ def _range(bound: IndexBound) -> str:
     return f"{text}{' (' + bound.what + ')' if bound.what else ''}"
 
 
-def check_values(label: str, name: str, bound: IndexBound, values: np.ndarray, origin: str = "") -> None:
-    """Raise an IndexOutOfRangeError naming the first value of ``values`` outside ``bound``."""
+def check_values(label: str, name: str, bound: IndexBound, values: np.ndarray, origin: str = "",
+                 positions: bool = True) -> None:
+    """Raise an IndexOutOfRangeError naming the first value of ``values`` outside ``bound`` (and its position
+    in the input, with ``positions``)."""
     v = np.asarray(values)
     if v.size == 0:
         return
@@ -59,9 +61,9 @@ def check_values(label: str, name: str, bound: IndexBound, values: np.ndarray, o
     where = tuple(int(i) for i in np.argwhere(bad)[0])
     value = v[where if low.ndim == 0 else where[:-1]]
     position = list(where if low.ndim == 0 else where[:-1])
+    where_text = f" at position {position}" if positions else ""
     raise IndexOutOfRangeError(
-        f"node {label}: input {name!r}{origin} holds index {value.tolist()} at position {position}, "
-        f"out of range {_range(bound)}")
+        f"node {label}: input {name!r}{origin} holds index {value.tolist()}{where_text}, out of range {_range(bound)}")
 
 
 def clamp(B: Any, value: Any, bound: IndexBound) -> Any:
@@ -93,8 +95,8 @@ def extremes(B: Any, value: Any, bound: IndexBound) -> Any:
 
 def check_extremes(label: str, name: str, bound: IndexBound, found: np.ndarray) -> None:
     """Raise when the (2, ...) extremes read back from the device leave ``bound``."""
-    check_values(label, name, bound, np.asarray(found).reshape(2, -1) if not isinstance(bound.low, int)
-                 else np.asarray(found).reshape(2), "")
+    shape = (2,) if isinstance(bound.low, int) else (2, -1)
+    check_values(label, name, bound, np.asarray(found).reshape(shape), " (computed on the device)", positions=False)
 
 
 @dataclass
