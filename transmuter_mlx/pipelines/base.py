@@ -28,6 +28,7 @@ import numpy as np
 from .. import zoo
 from ..converters.model import Model, load
 from ..hub import Repo, open_repo
+from ..processors import Processor
 from ..processors.text import TextProcessor
 from ..tokenizer import Tokenizer
 from .batching import run_batched
@@ -154,13 +155,19 @@ class EncoderPipeline(Pipeline):
     def __init__(self, source: Any = None, /, **options: Any) -> None:
         super().__init__(source, **options)
         o = self.options
-        self.tokenizer: Tokenizer = o.tokenizer or Tokenizer.from_repo(self.repo)
         self.model: Model = o.model if o.model is not None else self.load_file("model")  # or any Model-like
+        self.processor: Processor = self.build_processor()
+
+    def build_processor(self) -> Processor:
+        """The processor of the task's inputs: the repository's tokenizer for text (``self.tokenizer``), its
+        rows capped by the tokenizer's and the family's maximum length; an image or audio task overrides it."""
+        o = self.options
+        self.tokenizer: Tokenizer = o.tokenizer or Tokenizer.from_repo(self.repo)
         names = self.family.feed_names(self.model.inputs)
         dtypes = {i.name: i.dtype for i in self.model.inputs}
         limits = [n for n in (self.tokenizer.model_max_length, self.args.max_length) if n]
-        self.processor = TextProcessor(self.tokenizer, o.compile, min(limits) if limits else None,
-                                       {n: dtypes[n] for n in names}, self.task)
+        return TextProcessor(self.tokenizer, o.compile, min(limits) if limits else None,
+                             {n: dtypes[n] for n in names}, self.task)
 
     def forward(self, prepared: list[Prepared], options: Mapping[str, Any]) -> list[list[dict[str, np.ndarray]]]:
         rows = [r for p in prepared for r in p.rows]
