@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -106,10 +105,6 @@ def check_counts(task: str, options: Mapping[str, Any], counts: Mapping[str, tup
         if not isinstance(value, int | np.integer) or isinstance(value, bool | np.bool_) or value < least:
             allowed = f"an int >= {least}" + (" or None" if optional else "")
             raise ValueError(f"{task}: {name} must be {allowed}, got {value!r} ({type(value).__name__})")
-
-
-def warn_truncated(task: str, length: int, limit: int) -> None:
-    warnings.warn(f"{task}: an input of {length} tokens was truncated to {limit}", stacklevel=4)
 
 
 def as_list(inputs: Any, single_types: tuple[type, ...]) -> tuple[list[Any], bool]:
