@@ -39,6 +39,7 @@ class TaskParity:
     run_reference: text.Reference
     items: Callable[[dict], text.Items]
     swaps: bool = True
+    tolerance: float | None = None  # fp32's, when the spec gives the task its own (else runner.TOLERANCE)
 
 
 def _transformers(convert: Callable) -> text.Reference:

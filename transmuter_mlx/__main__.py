@@ -56,6 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
     streaming = ", ".join(name for name, spec in command_lines().items() if spec.streams)
     parser.add_argument("--stream", action="store_true", help=f"{streaming}: print the generated text as it comes")
     parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", help="a task option")
+    parser.add_argument("--output", metavar="DIR",
+                        help="where images in results (depth maps, masks, upscaled images) go, as PNG files")
     for flag, tasks in task_flags().items():
         parser.add_argument(f"--{flag.name}", metavar=flag.metavar, help=f"{', '.join(tasks)}: {flag.help}")
     return parser
@@ -183,6 +185,24 @@ def common_options(args: argparse.Namespace) -> dict[str, Any]:
     return options
 
 
+def images_to_files(value: Any, folder: str | None, stem: str) -> Any:
+    """``value`` with each PIL image in it written to ``folder`` as ``<stem>.png`` (``stem`` grows with the keys
+    and list positions that lead to the image: ``0-segments-1-mask.png``) and replaced by the file's path;
+    a ValueError when there is an image and no folder."""
+    if isinstance(value, dict):
+        return {k: images_to_files(v, folder, f"{stem}-{k}") for k, v in value.items()}
+    if isinstance(value, list):
+        return [images_to_files(v, folder, f"{stem}-{i}") for i, v in enumerate(value)]
+    if hasattr(value, "save") and hasattr(value, "mode") and hasattr(value, "size"):  # a PIL image
+        if folder is None:
+            raise ValueError("the results of this task hold images: give --output DIR to write them as PNG files")
+        os.makedirs(folder, exist_ok=True)
+        path = os.path.join(folder, f"{stem}.png")
+        value.save(path)
+        return path
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["list"]:
@@ -205,8 +225,9 @@ def main(argv: list[str] | None = None) -> int:
         if stream:
             return print_streams(pipe, inputs)
         printed = command_lines()[task].printed
-        for result in pipe(inputs):
-            print(json.dumps(printed(result), default=to_json, ensure_ascii=False, indent=2 if args.pretty else None))
+        for index, result in enumerate(pipe(inputs)):
+            result = images_to_files(printed(result), args.output, str(index))
+            print(json.dumps(result, default=to_json, ensure_ascii=False, indent=2 if args.pretty else None))
             sys.stdout.flush()
     except BrokenPipeError:  # the reader of stdout went away (| head): stop quietly, as Unix tools do
         return stdout_closed()

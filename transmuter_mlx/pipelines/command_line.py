@@ -20,6 +20,8 @@ from typing import Any
 
 __all__ = [
     "GENERATED_TEXTS",
+    "IMAGES",
+    "LABELLED_IMAGES",
     "LABELLED_TEXTS",
     "PAIRED_TEXTS",
     "QUERIES",
@@ -134,3 +136,5 @@ QUESTIONS = CommandLine(flags=(QUESTION, CONTEXT), inputs=question_and_contexts)
 QUERIES = CommandLine(flags=(QUERY,), inputs=query_and_documents)
 LABELLED_TEXTS = CommandLine(flags=(LABELS,))
 GENERATED_TEXTS = CommandLine(streams=True)
+IMAGES = CommandLine()  # each INPUT is an image: a path or a URL
+LABELLED_IMAGES = CommandLine(flags=(LABELS,))
