@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 
 import numpy as np
@@ -37,5 +38,17 @@ def test_compare_allows_swaps_where_the_spec_does() -> None:
     want = [{"predictions": [{"label": "a", "score": 0.50001}, {"label": "b", "score": 0.5}]}]
     assert compare("text-classification", got, want, 1e-4)[1]
     assert not compare("text-classification", got, want, 1e-6)[1]
-    diff, agree, _ = compare("text-embedding", [{"embedding": np.ones(3)}], [{"embedding": np.zeros(3)}], 1e-4)
-    assert (diff, agree) == (1.0, True)  # the same shape agrees; the values are the difference
+    diff, agree, within, _ = compare("text-embedding", [{"embedding": np.ones(3)}], [{"embedding": np.zeros(3)}], 1e-4)
+    assert (diff, agree, within) == (1.0, True, False)  # the same shape agrees; the values are the difference
+
+
+def test_compare_takes_an_items_own_tolerance(monkeypatch) -> None:
+    import parity.runner as runner
+
+    spec = runner.PARITY["text-classification"]
+    boxed = dataclasses.replace(spec, items=lambda r: [(("a",), r["score"]), (("box",), r["box"], 1e-3)])
+    monkeypatch.setitem(runner.__dict__, "PARITY", {**runner.PARITY, "text-classification": boxed})
+    want = [{"score": 0.5, "box": 10.0}]
+    assert compare("text-classification", [{"score": 0.5, "box": 10.0009}], want, 1e-5)[2]   # box within 1e-3
+    assert not compare("text-classification", [{"score": 0.5, "box": 10.002}], want, 1e-5)[2]
+    assert not compare("text-classification", [{"score": 0.50002, "box": 10.0}], want, 1e-5)[2]  # score: 1e-5
