@@ -372,3 +372,22 @@ def test_crops_place_odd_pixels_as_transformers():
     padded = transformers.image_transforms.center_crop(small, (5, 1), input_data_format="channels_last")
     assert center_crop(small, (5, 1))[:, 0, 0].tolist() == padded[:, 0, 0].tolist() == [0, 0, 1, 1, 0]
     assert center_crop_fast(small, (5, 1))[:, 0, 0].tolist() == [0, 1, 1, 0, 0]  # torchvision pads after
+
+
+def test_transformers_js_generic_image_feature_extractor():
+    """transformers.js's ImageFeatureExtractor (background removal; no Python class): Pillow's resize, then
+    JavaScript's arithmetic (a double product stored float32, a double normalisation stored float32)."""
+    config = {"feature_extractor_type": "ImageFeatureExtractor", "do_resize": True, "size": {"width": 64, "height": 48},
+              "resample": 2, "do_rescale": True, "rescale_factor": 1 / 255, "do_normalize": True,
+              "image_mean": [0.5, 0.5, 0.5], "image_std": [1, 1, 1]}
+    ours = ImageProcessor.from_config(config, "background-removal")
+    assert type(ours).__name__ == "Generic" and ours.fixed_size
+    loaded = transformers_load_image(str(image_path("rgba")))
+    resized = np.asarray(loaded.resize((64, 48), 2)).astype(np.float64)
+    want = (((resized * (1 / 255)).astype(np.float32) - np.array([0.5] * 3)) / np.array([1.0] * 3)).astype(np.float32)
+    np.testing.assert_array_equal(ours.preprocess(str(image_path("rgba")), 0)[0].pixel_values, want.transpose(2, 0, 1))
+    unresized = ImageProcessor.from_config({"feature_extractor_type": "ImageFeatureExtractor"})
+    assert not unresized.fixed_size
+    assert unresized.preprocess(np.full((5, 7, 3), 255, np.uint8), 0)[0].pixel_values.max() == 1.0
+    with pytest.raises(ValueError, match="do_pad .* is not supported"):
+        ImageProcessor.from_config({**config, "do_pad": True})

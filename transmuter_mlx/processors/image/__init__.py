@@ -9,8 +9,8 @@
 - ``base.py``: :class:`ImageFeatures`, the :class:`ImageProcessor` protocol (``preprocess``, ``bucket``,
   ``collate``, ``cut``), the dispatch on a config's processor type;
 - ``processors.py``: the classifiers' and dense tasks' types (ViT, DeiT, BEiT, CLIP, BiT, SigLIP,
-  ConvNeXT, MobileNet, OWL-ViT, Segformer, DPT, Swin2SR); ``detection.py``: DETR's family, YOLOS,
-  RT-DETR, OWLv2;
+  ConvNeXT, MobileNet, OWL-ViT, Segformer, DPT, Swin2SR, and transformers.js's generic
+  ``ImageFeatureExtractor``); ``detection.py``: DETR's family, YOLOS, RT-DETR, OWLv2;
 - ``resize.py``: the resizes (Pillow's, torch's antialiased one of the ``...Fast`` types, OWLv2's
   scikit-image one); ``ops.py``: crop, pad, rescale, normalise.
 """

@@ -30,12 +30,12 @@ def rescale(image: np.ndarray, factor: float) -> np.ndarray:
     return (image.astype(np.float64) * factor).astype(_F32)
 
 
-def channel_values(value: float | Sequence[float], channels: int, what: str) -> np.ndarray:
-    """A mean or std as one float32 per channel (a number is repeated), as ``normalize`` builds it."""
+def channel_values(value: float | Sequence[float], channels: int, what: str, dtype: type = _F32) -> np.ndarray:
+    """A mean or std as one value per channel (a number is repeated), as ``normalize`` builds it."""
     values = list(value) if isinstance(value, Sequence) else [value] * channels
     if len(values) != channels:
         raise ValueError(f"{what} must have {channels} values (one per channel), got {len(values)}: {value}")
-    return np.asarray(values, dtype=_F32)
+    return np.asarray(values, dtype=dtype)
 
 
 def normalize(image: np.ndarray, mean: float | Sequence[float], std: float | Sequence[float]) -> np.ndarray:

@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from .base import IMAGENET_DEFAULT, OPENAI_CLIP, ImageProcessor, register, size_dict
-from .ops import center_crop, center_crop_fast, pad
+from .ops import center_crop, center_crop_fast, channel_values, pad, rescale
 from .resize import pil_resize, torch_resize
 
 __all__ = ["DPT", "ConvNext", "Resized", "Swin2SR", "shortest_edge_size"]
@@ -46,10 +46,11 @@ class Resized(ImageProcessor):
     SHORTEST_EDGE: ClassVar[bool] = False  # whether the class resizes by {"shortest_edge": n}
     DO_CROP: ClassVar[bool | None] = None  # None: the class never crops
     CROP: ClassVar[Any] = {"height": 224, "width": 224}
+    DO_RESIZE: ClassVar[bool] = True
 
     def __init__(self, config: Any, task: str = "", fast: bool = False, bilinear_uint8: bool = False) -> None:
         super().__init__(config, task, fast, bilinear_uint8)
-        self.do_resize = self.flag("do_resize", True)
+        self.do_resize = self.flag("do_resize", self.DO_RESIZE)
         self.size = size_dict(self.value("size", self.SIZE), self.SQUARE)
         if self.do_resize:
             self.check_size()
@@ -283,3 +284,34 @@ class Swin2SR(ImageProcessor):
             image = pad(image, (0, (size[0] // s + 1) * s - size[0]), (0, (size[1] // s + 1) * s - size[1]),
                         mode="symmetric")
         return image, size, None
+
+
+@register("ImageImageProcessor")
+class Generic(Resized):
+    """transformers.js's generic ``ImageFeatureExtractor`` (background-removal exports such as
+    ``briaai/RMBG-1.4``; no transformers class has it): a resize only when ``do_resize`` is set (to
+    height/width, or by the shortest edge, with Pillow), an optional centre crop, then transformers.js's
+    arithmetic: ``x * rescale_factor`` stored float32, ``(x - mean) / std`` in float64 stored float32
+    (``do_normalize`` off unless set). Its ``do_pad`` is not supported."""
+
+    SIZE = None
+    SHORTEST_EDGE = True
+    DO_CROP = False
+    DO_RESIZE = False
+
+    def __init__(self, config: Any, task: str = "", fast: bool = False, bilinear_uint8: bool = False) -> None:
+        config = {"do_normalize": False, **config}
+        if config.get("size") is None and not config.get("do_resize"):
+            config["size"] = {"height": 224, "width": 224}  # unused: nothing is resized
+        super().__init__(config, task, fast, bilinear_uint8)
+        if self.flag("do_pad", False):
+            raise self.error("do_pad (transformers.js's padding) is not supported")
+
+    def finish(self, image: np.ndarray) -> np.ndarray:
+        if self.do_rescale:
+            image = rescale(image, self.rescale_factor)  # JavaScript's double product, in a Float32Array
+        if self.do_normalize:
+            mean = channel_values(self.image_mean, image.shape[-1], "image_mean", np.float64)
+            std = channel_values(self.image_std, image.shape[-1], "image_std", np.float64)
+            image = ((image.astype(np.float64) - mean) / std).astype(np.float32)
+        return image
