@@ -71,6 +71,10 @@ REMAP: dict[str, str] = {
     "nat": "vit",
     # image-text towers
     "chinese_clip": "clip",
+    # dense image tasks: depth maps, background mattes (exports whose config.json is only a model_type)
+    "depth_anything": "dpt",
+    "modnet": "isnet",
+    "SegformerForSemanticSegmentation": "isnet",  # briaai/RMBG-1.4's config.json says so (an IS-Net)
     # decoder-only LMs: rotary positions, or a table of learned ones (gpt2)
     "mistral": "llama",
     "qwen2": "llama",
