@@ -241,6 +241,15 @@ def test_fused_normalize_is_torchs_arithmetic():
     assert np.abs(got - slow).max() < 2e-6  # the slow processors' float64 rescale, then float32 normalise
 
 
+def test_dpt_fast_pads_before_normalising():
+    config = {"image_processor_type": "DPTImageProcessorFast", "size": 50, "do_pad": True, "size_divisor": 32,
+              "keep_aspect_ratio": True}
+    fast, slow = ImageProcessor.from_config(config), ImageProcessor.from_config(config, fast=False)
+    a, b = (p.preprocess(np.full((40, 60, 3), 255, np.uint8), 0)[0].pixel_values for p in (fast, slow))
+    assert a.shape == b.shape == (3, 64, 64)  # 33x50 (the scale closer to 1), padded to multiples of 32
+    assert a[0, 0, 0] == -1.0 and b[0, 0, 0] == 0.0 and a[0, 32, 32] == b[0, 32, 32] == 1.0
+
+
 @pytest.mark.parametrize("name, kwargs", [
     ("ViTImageProcessor", {}),
     ("CLIPImageProcessor", {"size": 63, "crop_size": 99}),

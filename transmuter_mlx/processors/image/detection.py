@@ -143,7 +143,8 @@ class RTDetr(Detr):
 class Owlv2(ImageProcessor):
     """``Owlv2ImageProcessor``: rescale, pad to a square with gray (0.5) at the bottom and right, resize to
     960x960 with scikit-image's anti-aliased linear resize (:func:`~.resize.skimage_resize`, bit-equal to
-    transformers' scipy calls), CLIP mean and std. Its ``...Fast`` type runs the same steps here."""
+    transformers' scipy calls), CLIP mean and std. Its ``...Fast`` type runs these same steps here, not
+    transformers' torch approximation of them (a 3-sigma blur, then a plain bilinear resize)."""
 
     MEAN_STD = OPENAI_CLIP
 

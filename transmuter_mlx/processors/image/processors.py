@@ -219,7 +219,8 @@ class ConvNext(Resized):
 class DPT(Resized):
     """``DPTImageProcessor`` (Depth Anything's): resize to ``size`` (``keep_aspect_ratio``: the scale closer
     to 1 on both sides), each side a multiple of ``ensure_multiple_of`` (Python's round); after the
-    normalisation, ``do_pad`` zero-pads each side to a multiple of ``size_divisor``, centred."""
+    normalisation, ``do_pad`` zero-pads each side to a multiple of ``size_divisor``, centred (the fast
+    class pads before normalising)."""
 
     SIZE = {"height": 384, "width": 384}
     RESAMPLE = 3
@@ -250,15 +251,21 @@ class DPT(Resized):
                 scale_width = scale_height
         return multiple_of(scale_height * height), multiple_of(scale_width * width)
 
-    def transform(self, image: np.ndarray) -> tuple[np.ndarray, Size, None]:
-        pixels, resized, _ = super().transform(image)
-        if self.do_pad:
-            def split(side: int) -> tuple[int, int]:
-                extra = math.ceil(side / self.size_divisor) * self.size_divisor - side
-                return extra // 2, extra - extra // 2
+    def pad_to_divisor(self, image: np.ndarray) -> np.ndarray:
+        def split(side: int) -> tuple[int, int]:
+            extra = math.ceil(side / self.size_divisor) * self.size_divisor - side
+            return extra // 2, extra - extra // 2
 
-            pixels = pad(pixels, split(pixels.shape[0]), split(pixels.shape[1]))
-        return pixels, resized, None
+        return pad(image, split(image.shape[0]), split(image.shape[1]))
+
+    def transform(self, image: np.ndarray) -> tuple[np.ndarray, Size, None]:
+        if self.do_resize:
+            image = self.resize(image, self.output_size(*image.shape[:2]))
+        resized = image.shape[:2]
+        if self.do_pad and self.fast:  # the fast class pads the uint8 image, before normalising
+            return self.finish(self.pad_to_divisor(image)), resized, None
+        image = self.finish(image)
+        return (self.pad_to_divisor(image) if self.do_pad else image), resized, None
 
 
 @register("Swin2SRImageProcessor", model_types=("swin2sr",))
