@@ -12,13 +12,17 @@ A processor reads ``preprocessor_config.json`` with the keys, defaults and legac
 transformers 4.57.6 *slow* processor class it names (``image_processor_type``, else
 ``feature_extractor_type`` with ``FeatureExtractor`` read as ``ImageProcessor``, else the model type of
 config.json) and gives that class's ``pixel_values`` (and ``pixel_mask``) for an image loaded as
-:func:`transmuter_mlx.images.load_image` loads it, bit for bit (see each class for the exceptions). A
-``...Fast`` type resizes, crops and normalises as transformers' torchvision processor does instead.
+:func:`transmuter_mlx.images.load_image` loads it, bit for bit. One deliberate difference: transformers
+guesses the channel axis, and reads an image 1 or 3 pixels high as channels-first (then fails or
+returns nonsense); here every image is channels-last, which equals transformers told
+``input_data_format="channels_last"``. A ``...Fast`` type resizes, crops and normalises as transformers'
+torchvision processor does instead (transformers itself falls back on the slow class when torchvision is
+not installed; ``fast=False`` does the same).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -79,7 +83,7 @@ def size_dict(value: Any, default_to_square: bool = True, max_size: int | None =
     return result
 
 
-def register(*names: str, model_types: Sequence[str] = ()):
+def register(*names: str, model_types: Sequence[str] = ()) -> Callable[[type[ImageProcessor]], type[ImageProcessor]]:
     """Class decorator: the processor of transformers classes ``names`` (and of config.json ``model_types``)."""
     def add(cls: type[ImageProcessor]) -> type[ImageProcessor]:
         for name in names:
