@@ -176,16 +176,16 @@ def write_report(outcomes: list[Outcome], suite: str, title: str, intro: str, fo
 
 
 def main(argv: list[str] | None, suite: str, cases: list[Case], run_case: Callable[[Case, str, str], Outcome],
-         title: str, intro: str) -> int:
+         title: str, intro: str, variants: tuple[str, ...] = tuple(FILES)) -> int:
     """``python -m parity SUITE [--backend mlx] [--variant fp32] [--task fill-mask]``: run, write the report."""
     import argparse
 
     parser = argparse.ArgumentParser(prog=f"python -m parity {suite}", description=f"{title}: {suite} cases")
     parser.add_argument("--backend", action="append", choices=BACKENDS)
-    parser.add_argument("--variant", action="append", choices=tuple(FILES))
+    parser.add_argument("--variant", action="append", choices=variants)
     parser.add_argument("--task", action="append")
     args = parser.parse_args(argv)
     chosen = [c for c in cases if not args.task or c.task in args.task]
-    outcomes = run(chosen, run_case, tuple(args.backend or BACKENDS), tuple(args.variant or FILES))
+    outcomes = run(chosen, run_case, tuple(args.backend or BACKENDS), tuple(args.variant or variants))
     print(f"wrote {write_report(outcomes, suite, title, intro)}")
     return 0 if all(o.passed for o in outcomes) else 1

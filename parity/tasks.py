@@ -20,6 +20,7 @@ from functools import partial
 from types import MappingProxyType
 
 from . import text_reference as text
+from . import vision_reference as vision
 
 __all__ = ["PARITY", "WITHOUT_PARITY", "TaskParity", "suites"]
 
@@ -63,6 +64,15 @@ PARITY: MappingProxyType[str, TaskParity] = MappingProxyType(
         ),
         "fill-mask": TaskParity("text", "transformers", _transformers(text.masked_tokens), text.fill_mask_items),
         "question-answering": TaskParity("text", "transformers", _transformers(text.answers), text.answer_items),
+        "image-classification": TaskParity(
+            "vision", "transformers", vision.image_classification, text.label_items
+        ),
+        "image-embedding": TaskParity(
+            "vision", "transformers", vision.image_embeddings, vision.embedding_items, swaps=False
+        ),
+        "zero-shot-image-classification": TaskParity(
+            "vision", "transformers", vision.zero_shot_image_classification, text.label_items
+        ),
     }
 )
 

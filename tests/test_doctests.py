@@ -47,6 +47,8 @@ REPOS: dict[str, tuple[str, str]] = {
     "Xenova/distilbart-cnn-6-6": ("generation", "marian"),  # no BART fixture: Marian, of zoo.bart
     "Xenova/nllb-200-distilled-600M": ("generation", "nllb"),
     "Xenova/m2m100_418M": ("generation", "m2m100"),
+    "Xenova/vit-base-patch16-224": ("vision", "vit"),
+    "Xenova/clip-vit-base-patch32": ("vision", "clip"),
 }
 
 
@@ -68,6 +70,8 @@ MODULES = _modules()
 def _fixture(kind: str, name: str) -> Path:
     if kind == "text":
         from tests.fixtures.text_models import build
+    elif kind == "vision":
+        from tests.fixtures.vision_models import build
     else:
         from tests.fixtures.generation_models import build
     return build(name)

@@ -21,6 +21,8 @@ from typing import Literal
 from .base import Pipeline
 from .command_line import (
     GENERATED_TEXTS,
+    IMAGES,
+    LABELLED_IMAGES,
     LABELLED_TEXTS,
     PAIRED_TEXTS,
     QUERIES,
@@ -39,6 +41,8 @@ from .text import (
 )
 from .text_generation import TextGeneration
 from .text_to_text import Summarization, TextToText, Translation
+from .vision_classification import ImageClassification, ImageEmbedding
+from .vision_zero_shot import ZeroShotImageClassification
 
 __all__ = ["ALIASES", "TASKS", "Modality", "Task"]
 
@@ -134,6 +138,30 @@ TASKS: MappingProxyType[str, Task] = MappingProxyType(
             function="text.summarization",
             command_line=GENERATED_TEXTS,
         ),
+        "image-classification": Task(
+            ImageClassification,
+            "image",
+            "Xenova/vit-base-patch16-224",
+            processor="image",
+            function="vision.image_classification",
+            command_line=IMAGES,
+        ),
+        "image-embedding": Task(
+            ImageEmbedding,
+            "image",
+            "Xenova/clip-vit-base-patch32",
+            processor="image",
+            function="vision.image_embedding",
+            command_line=IMAGES,
+        ),
+        "zero-shot-image-classification": Task(
+            ZeroShotImageClassification,
+            "multimodal",
+            "Xenova/clip-vit-base-patch32",
+            processor="image",
+            function="vision.zero_shot_image_classification",
+            command_line=LABELLED_IMAGES,
+        ),
     }
 )
 
@@ -146,6 +174,7 @@ ALIASES: MappingProxyType[str, str] = MappingProxyType(
         "sentiment-analysis": "text-classification",
         "reranking": "text-ranking",
         "ner": "token-classification",
+        "image-feature-extraction": "image-embedding",
         **{row.function_name: name for name, row in TASKS.items() if row.function_name not in (name, "")},
     }
 )
