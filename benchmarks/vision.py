@@ -1,0 +1,434 @@
+"""Vision pipelines' throughput: ours (mlx, torch) beside onnxruntime and the transformers pipeline.
+
+Two models of real shapes with random seeded weights (``benchmarks/vision_models.py``): a
+ViT-base image classifier (``image_classification``) and a CLIP ViT-B/32 scoring 5 candidate labels
+(``zero_shot_image_classification``), both optimum-onnx exports in the transformers.js layout. The
+images are scikit-image's photographs (``tests/fixtures/images.py``), by path, cycled to fill the
+batch. Engines, side by side in one process:
+
+- ``mlx``, ``torch``: ``tm.vision.<task>(folder, backend=..., compile={"batch_size": B})``;
+- ``onnxruntime``: the same pipeline of ours with an ``InferenceSession`` on ``onnx/model.onnx`` as its
+  model (``model=``), so the same image loading, image processor, batching and postprocessing;
+- ``transformers``: ``transformers.pipeline(task, folder)`` on the PyTorch weights, with its slow image
+  processor (the saved one; torchvision, which the fast ones need, is not installed), ``batch_size=B``.
+
+Each cell is the median of ``--runs`` timed passes after a warm-up pass, in images per second, with
+its ratio to onnxruntime and to transformers. At batch 1 every image is its own call (latency, ms
+per image); at batch 16 each engine gets ``--images`` paths in one call. Reported apart: the model
+alone on a preprocessed batch (ours: ``pipe.run_model``; transformers: its PyTorch model), and the
+image loading and preprocessing per image (ours vs transformers' slow image processor), from which
+the breakdown table splits each pipeline's time into preprocessing, model and the rest.
+
+    python benchmarks/vision.py                # table, and benchmarks/results/vision.md
+    python benchmarks/vision.py --json         # the same numbers as JSON on stdout
+    python benchmarks/vision.py --models vit-base --batches 1 --runs 1 --engines mlx,onnxruntime --output ''
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import numpy as np  # noqa: E402
+from _report import environment, error_cell  # noqa: E402
+
+import transmuter_mlx as tm  # noqa: E402  (first: it sets up the BLAS before mlx.core loads)
+
+ENGINES = ("mlx", "torch", "onnxruntime", "transformers")
+LABELS = {"mlx": "ours: mlx", "torch": "ours: torch", "onnxruntime": "onnxruntime", "transformers": "transformers"}
+MODELS = {  # benchmark model -> (task, its output the model-only cells compare)
+    "vit-base": ("image-classification", "logits"),
+    "clip-b32": ("zero-shot-image-classification", "logits_per_image"),
+}
+CANDIDATES = ["tabby cat", "golden retriever", "coffee mug", "espresso", "astronaut"]  # the zero-shot labels
+
+
+# ---------------------------------------------------------------------------------- engines
+class OrtModel:
+    """An onnxruntime ``InferenceSession`` as the Model a pipeline of ours runs (``model=``): the graph's
+    inputs with their dtypes, a call on numpy feeds, numpy outputs."""
+
+    DTYPES = {"tensor(float)": np.float32, "tensor(int64)": np.int64, "tensor(float16)": np.float16}
+
+    def __init__(self, path: Path):
+        import onnxruntime as ort
+
+        from transmuter_mlx.converters.model import TensorInfo
+
+        options = ort.SessionOptions()
+        options.log_severity_level = 3
+        self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        self.inputs = [TensorInfo(i.name, np.dtype(self.DTYPES[i.type]), tuple(i.shape))
+                       for i in self.session.get_inputs()]
+        self.backend = _NumpyBackend()
+
+    def __call__(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        names = [o.name for o in self.session.get_outputs()]
+        return dict(zip(names, self.session.run(names, feeds), strict=True))
+
+
+class _NumpyBackend:
+    """What a pipeline asks of its model's backend, for a model that returns numpy."""
+
+    @staticmethod
+    def is_array(value: Any) -> bool:
+        return False
+
+
+class Engine:
+    """One engine for one model and batch size: ``classify(paths) -> [{label: score}]`` (batched as the
+    engine batches at ``batch``), ``run_model(feeds) -> the compared output`` (numpy) and the pipeline."""
+
+    def __init__(self, kind: str, name: str, folder: Path, batch: int):
+        self.kind, self.name, self.batch = kind, name, batch
+        self.task, self.output = MODELS[name]
+        if kind == "transformers":
+            import transformers
+
+            self.pipe = transformers.pipeline(self.task, model=str(folder), device="cpu")
+        else:
+            options: dict[str, Any] = {"compile": {"batch_size": batch}}
+            options |= {"model": OrtModel(folder / "onnx" / "model.onnx")} if kind == "onnxruntime" else {"backend": kind}
+            if self.task == "zero-shot-image-classification":
+                options["labels"] = CANDIDATES
+            self.pipe = tm.pipeline(self.task, str(folder), **options)
+
+    def classify(self, paths: list[str]) -> list[dict[str, float]]:
+        if self.kind == "transformers":
+            extra = {"candidate_labels": CANDIDATES} if self.task == "zero-shot-image-classification" else {}
+            if self.batch == 1:
+                results = [self.pipe(p, **extra) for p in paths]
+            else:
+                results = self.pipe(paths, batch_size=self.batch, **extra)
+            return [{r["label"]: r["score"] for r in result} for result in results]
+        if self.batch == 1:
+            results = [self.pipe(p) for p in paths]
+        else:
+            results = self.pipe(paths)
+        return [{r["label"]: r["score"] for r in result["predictions"]} for result in results]
+
+    def run_model(self, feeds: dict[str, np.ndarray]) -> np.ndarray:
+        if self.kind == "transformers":
+            import torch
+
+            with torch.inference_mode():
+                out = self.pipe.model(**{k: torch.from_numpy(v) for k, v in feeds.items()})
+            return getattr(out, self.output).numpy()
+        return self.pipe.run_model(feeds)[self.output]
+
+
+def model_feeds(name: str, folder: Path, paths: list[str]) -> dict[str, np.ndarray]:
+    """The model's feeds for ``paths`` as our pipeline makes them (pixels, and the labels' texts for CLIP),
+    from a pipeline that only preprocesses (an ``OrtModel`` it never calls)."""
+    task, _ = MODELS[name]
+    options = {"labels": CANDIDATES} if task == "zero-shot-image-classification" else {}
+    pipe = tm.pipeline(task, str(folder), model=OrtModel(folder / "onnx" / "model.onnx"), **options)
+    rows = [row for i, p in enumerate(paths) for row in pipe.preprocess(i, p, {}).rows]
+    feeds = pipe.processor.collate(rows, pipe.processor.bucket(rows[0]))
+    return feeds | pipe.prepare_options(pipe.call_options({})).get("text_feeds", {})
+
+
+# ---------------------------------------------------------------------------------- timing
+def timed(fn: Callable[[], Any], runs: int, budget_s: float) -> dict:
+    """A warm-up call (``first_call_s``), then up to ``runs`` timed calls while their sum is under the
+    budget; the median and the warm-up's result (``_out``)."""
+    t0 = time.perf_counter()
+    out = fn()
+    first = time.perf_counter() - t0
+    times: list[float] = []
+    while len(times) < runs and (not times or sum(times) < budget_s):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return {"median_s": statistics.median(times), "runs": len(times), "first_call_s": first, "_out": out}
+
+
+def preprocessing(name: str, folder: Path, photos: list[str], runs: int) -> dict:
+    """ms per image: decoding the file (ours ``load_image`` and transformers') and the image processor on
+    the decoded image (ours and transformers' slow one), each the median of ``runs`` passes over ``photos``."""
+    import transformers
+    from transformers.image_utils import load_image as hf_load_image
+
+    from transmuter_mlx.hub import open_repo
+    from transmuter_mlx.images import load_image
+    from transmuter_mlx.processors.image import ImageProcessor
+
+    task, _ = MODELS[name]
+    ours = ImageProcessor.from_repo(open_repo(str(folder)), task)
+    theirs = transformers.AutoImageProcessor.from_pretrained(str(folder), use_fast=False)
+    images = [load_image(p) for p in photos]
+
+    def per_image(fn: Callable[[Any], Any], items: list) -> float:
+        def one_pass() -> None:
+            for item in items:
+                fn(item)
+        return 1000 * timed(one_pass, runs, 30.0)["median_s"] / len(items)
+
+    ours_pixels = np.stack([ours.preprocess(i, 0)[0].pixel_values for i in images])
+    their_pixels = theirs(images=images, return_tensors="np")["pixel_values"]
+    return {
+        "processor": type(theirs).__name__,
+        "decode_ms": {"ours": per_image(load_image, photos), "transformers": per_image(hf_load_image, photos)},
+        "preprocess_ms": {
+            "ours": per_image(lambda i: ours.preprocess(i, 0), images),
+            "transformers": per_image(lambda i: theirs(images=i, return_tensors="np"), images),
+        },
+        "pixel_values_max_abs_diff": float(np.abs(ours_pixels - their_pixels).max()),
+    }
+
+
+def scores_diff(got: list[dict[str, float]], ref: list[dict[str, float]]) -> dict:
+    """Max |score difference| over the labels both report, and how many images agree on the top label."""
+    diffs = [abs(g[k] - r[k]) for g, r in zip(got, ref, strict=True) for k in g.keys() & r.keys()]
+    top = sum(max(g, key=g.get) == max(r, key=r.get) for g, r in zip(got, ref, strict=True))
+    return {"max_abs_diff": max(diffs) if diffs else None, "top1_agree": f"{top}/{len(ref)}"}
+
+
+def bench(args: argparse.Namespace) -> dict:
+    from vision_models import build as build_model  # benchmarks/, beside this script
+
+    from tests.fixtures.images import PHOTOS, photo
+
+    photos = [photo(p) for p in PHOTOS]
+    kinds = [k for k in args.engines.split(",") if k]
+    batches = [int(b) for b in args.batches.split(",") if b]
+    result: dict[str, Any] = {"environment": _environment(), "photos": list(PHOTOS), "models": {}}
+    result["environment"]["waited_for_quiet_s"] = _wait_quiet(args.quiet_load, args.quiet_wait)
+    result["environment"]["load_average_1min"] = round(os.getloadavg()[0], 2)
+    for name in [m for m in args.models.split(",") if m]:
+        folder = build_model(name)
+        meta = json.loads((folder / "fixture.json").read_text())
+        entry: dict[str, Any] = {"folder": str(folder), "parameters": meta.get("parameters"), "batches": {}}
+        entry["preprocessing"] = preprocessing(name, folder, photos, args.runs)
+        print(f"  {name}: preprocessing done", file=sys.stderr, flush=True)
+        for batch in batches:
+            count = args.latency_images if batch == 1 else args.images
+            paths = [photos[i % len(photos)] for i in range(count)]
+            feeds = model_feeds(name, folder, paths[:batch])
+            row: dict[str, dict] = {}
+            outs: dict[str, list] = {}
+            model_outs: dict[str, np.ndarray] = {}
+            for kind in kinds:
+                try:
+                    t0 = time.perf_counter()
+                    engine = Engine(kind, name, folder, batch)
+                    load = time.perf_counter() - t0
+                    cell = timed(lambda e=engine, p=paths: e.classify(p), args.runs, args.budget)
+                    outs[kind] = cell.pop("_out")
+                    cell |= {"images": count, "load_s": load, "images_per_s": count / cell["median_s"],
+                             "ms_per_image": 1000 * cell["median_s"] / count}
+                    model = timed(lambda e=engine, f=feeds: e.run_model(f), args.runs, args.budget)
+                    model_outs[kind] = np.asarray(model.pop("_out"), np.float32)
+                    cell["model"] = model | {"images_per_s": batch / model["median_s"]}
+                    row[kind] = cell
+                    del engine
+                    gc.collect()
+                except Exception as e:  # noqa: BLE001  (a failing engine is reported in its cells)
+                    row[kind] = {"error": error_cell(e, args.verbose)}
+                print(f"  {name} batch {batch}: {kind} done", file=sys.stderr, flush=True)
+            _compare(row, outs, model_outs)
+            entry["batches"][str(batch)] = row
+        result["models"][name] = entry
+    result["environment"]["load_average_1min_end"] = round(os.getloadavg()[0], 2)
+    return result
+
+
+def _compare(row: dict[str, dict], outs: dict[str, list], model_outs: dict[str, np.ndarray]) -> None:
+    """Ratios to onnxruntime and transformers; scores against transformers, model outputs against onnxruntime."""
+    for kind, cell in row.items():
+        if "images_per_s" not in cell:
+            continue
+        for base in ("onnxruntime", "transformers"):
+            if "images_per_s" in row.get(base, {}):
+                cell[f"ratio_to_{base}"] = cell["images_per_s"] / row[base]["images_per_s"]
+                cell["model"][f"ratio_to_{base}"] = cell["model"]["images_per_s"] / row[base]["model"]["images_per_s"]
+        if "transformers" in outs:
+            cell["scores_vs_transformers"] = scores_diff(outs[kind], outs["transformers"])
+        if "onnxruntime" in model_outs:
+            diff = np.abs(model_outs[kind] - model_outs["onnxruntime"]).max()
+            cell["model"]["max_abs_diff_vs_onnxruntime"] = float(diff)
+
+
+def _wait_quiet(threshold: float, max_wait_s: float) -> float | None:
+    """Seconds spent waiting for the 1-minute load average to drop under ``threshold`` (None: it never did
+    within ``max_wait_s``; 0 when not asked)."""
+    if threshold <= 0:
+        return 0.0
+    t0 = time.time()
+    while os.getloadavg()[0] >= threshold:
+        if time.time() - t0 > max_wait_s:
+            return None
+        print(f"  load {os.getloadavg()[0]:.2f} >= {threshold}: waiting", file=sys.stderr, flush=True)
+        time.sleep(30)
+    return round(time.time() - t0)
+
+
+def _environment() -> dict:
+    env = environment(("mlx", "torch", "onnxruntime", "transformers", "numpy", "PIL"))
+    try:
+        env["torch_threads"] = __import__("torch").get_num_threads()
+    except Exception:  # noqa: BLE001
+        env["torch_threads"] = None
+    return env
+
+
+# ---------------------------------------------------------------------------------- report
+def _ratios(c: dict) -> str:
+    parts = [f"{c[f'ratio_to_{b}']:.2f}x {short}" for b, short in (("onnxruntime", "ort"), ("transformers", "tf"))
+             if f"ratio_to_{b}" in c]
+    return f" ({', '.join(parts)})" if parts else ""
+
+
+def markdown(result: dict, runs: int) -> str:
+    env = result["environment"]
+    blas = env["mlx_blas"].get("library") or env["mlx_blas"].get("status")
+    waited = env.get("waited_for_quiet_s")
+    lines = [
+        "# Vision benchmark",
+        "",
+        "Random-weight models of real shapes (`benchmarks/vision_models.py`): ViT-base (google/vit-base-patch16-224's "
+        "shapes, 1000 labels) through `image_classification`, and CLIP ViT-B/32 (openai/clip-vit-base-patch32's) "
+        f"scoring {len(CANDIDATES)} candidate labels through `zero_shot_image_classification`; `onnx/model.onnx` "
+        f"fp32 from optimum-onnx. Images: scikit-image's photographs {', '.join(result['photos'])} (by path, "
+        "cycled). Batch 1: one call per image; batch 16: one call with all the images, each engine batching 16.",
+        "",
+        "Engines in one process: ours `tm.vision.<task>(folder, backend=..., compile={\"batch_size\": B})`; "
+        "onnxruntime (CPU provider, default threads) as the model of the same pipeline of ours (same image "
+        "loading, image processor, batching, postprocessing); transformers 4.57 `pipeline(task, folder)` on the "
+        "PyTorch weights with its slow image processor, `batch_size=B`.",
+        "",
+        f"Machine: {env['machine']}, {env['cpus']} CPUs (load average {env['load_average_1min']} at start, "
+        f"{env.get('load_average_1min_end')} at end), Python {env['python']}; mlx {env.get('mlx')}, "
+        f"torch {env.get('torch')} ({env.get('torch_threads')} threads), onnxruntime {env.get('onnxruntime')}, "
+        f"transformers {env.get('transformers')}, Pillow {env.get('PIL')}, numpy {env.get('numpy')}. "
+        f"MLX BLAS: {blas}.",
+    ]
+    if waited is None:
+        lines += ["", "**The machine never got quiet** (load average >= the threshold for the whole wait): "
+                      "other jobs shared the 2 cores, so the numbers are low and noisy; compare ratios."]
+    for name, entry in result["models"].items():
+        kinds = list(next(iter(entry["batches"].values())).keys()) if entry["batches"] else []
+        header = " | ".join(LABELS.get(k, k) for k in kinds)
+        rule = "|---|" + "---|" * len(kinds)
+        params = f", {entry['parameters'] / 1e6:.1f} M parameters" if entry.get("parameters") else ""
+        lines += ["", f"## {name}{params}", "",
+                  f"Pipeline, images/s (median of up to {runs} passes after a warm-up), ratio to onnxruntime (ort) and "
+                  "to transformers (tf); at batch 1 also ms per image.", "",
+                  f"| batch | {header} |", rule]
+        for batch, row in entry["batches"].items():
+            cells = []
+            for k in kinds:
+                c = row[k]
+                if "error" in c:
+                    cells.append(c["error"])
+                    continue
+                text = f"{c['images_per_s']:.2f}{_ratios(c)}"
+                text += f", {c['ms_per_image']:.0f} ms" if batch == "1" else ""
+                text += f", {c['runs']} runs" if c["runs"] < runs else ""
+                cells.append(text)
+            n = next((c["images"] for c in row.values() if "images" in c), "?")
+            lines.append(f"| {batch} ({n} images) | " + " | ".join(cells) + " |")
+        lines += ["", "Model alone on a preprocessed batch, images/s (ours: `pipe.run_model`; transformers: its "
+                      "PyTorch model, eager, `inference_mode`):", "", f"| batch | {header} |", rule]
+        for batch, row in entry["batches"].items():
+            cells = []
+            for k in kinds:
+                m = row[k].get("model")
+                cells.append(row[k].get("error", "-") if m is None else
+                             f"{m['images_per_s']:.2f}{_ratios(m)}" + (f", {m['runs']} runs" if m["runs"] < runs else ""))
+            lines.append(f"| {batch} | " + " | ".join(cells) + " |")
+        lines += _breakdown(entry, kinds)
+        lines += ["", f"| load + first call (s) | {header} |", rule]
+        for batch, row in entry["batches"].items():
+            cells = [f"{row[k]['load_s']:.2f} + {row[k]['first_call_s']:.2f}" if "load_s" in row[k] else "-"
+                     for k in kinds]
+            lines.append(f"| batch {batch} | " + " | ".join(cells) + " |")
+        lines += ["", f"| agreement | {header} |", rule]
+        for batch, row in entry["batches"].items():
+            cells = []
+            for k in kinds:
+                s, m = row[k].get("scores_vs_transformers"), row[k].get("model", {})
+                if s is None:
+                    cells.append("-")
+                    continue
+                text = f"scores {s['max_abs_diff']:.1e}, top-1 {s['top1_agree']}" if s["max_abs_diff"] is not None \
+                    else f"top-1 {s['top1_agree']}"
+                if "max_abs_diff_vs_onnxruntime" in m and k != "onnxruntime":
+                    text += f"; {MODELS[name][1]} {m['max_abs_diff_vs_onnxruntime']:.1e} vs ort"
+                cells.append(text)
+            lines.append(f"| batch {batch} | " + " | ".join(cells) + " |")
+        lines.append("")
+        lines.append("(scores: max abs difference to transformers' over the labels both return; "
+                     f"{MODELS[name][1]}: the model-alone output's max abs difference to onnxruntime's)")
+    return "\n".join(lines) + "\n"
+
+
+def _breakdown(entry: dict, kinds: list[str]) -> list[str]:
+    """Per image: loading + preprocessing (measured alone), the model (model-alone cell) and the rest of the
+    pipeline's time (batching, postprocessing, per-call overhead; negative: noise)."""
+    p = entry["preprocessing"]
+    lines = ["", f"Preprocessing per image (ms; {p['processor']}, max abs diff of the pixels "
+                 f"{p['pixel_values_max_abs_diff']:.1e}):", "",
+             "| | ours | transformers (slow) |", "|---|---|---|",
+             f"| decode (load_image) | {p['decode_ms']['ours']:.1f} | {p['decode_ms']['transformers']:.1f} |",
+             f"| image processor | {p['preprocess_ms']['ours']:.1f} | {p['preprocess_ms']['transformers']:.1f} |",
+             "", "Where a pipeline's time goes, ms per image: decode + preprocess / model / the rest:", "",
+             "| batch | " + " | ".join(LABELS.get(k, k) for k in kinds) + " |", "|---|" + "---|" * len(kinds)]
+    for batch, row in entry["batches"].items():
+        cells = []
+        for k in kinds:
+            c = row[k]
+            if "model" not in c:
+                cells.append("-")
+                continue
+            who = "transformers" if k == "transformers" else "ours"
+            prep = p["decode_ms"][who] + p["preprocess_ms"][who]
+            model = 1000 * c["model"]["median_s"] / int(batch)
+            cells.append(f"{prep:.0f} / {model:.0f} / {c['ms_per_image'] - prep - model:.0f}")
+        lines.append(f"| {batch} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--models", default=",".join(MODELS), help=f"a comma-separated subset of {','.join(MODELS)}")
+    p.add_argument("--batches", default="1,16", help="batch sizes, comma-separated (1: one call per image)")
+    p.add_argument("--engines", default=",".join(ENGINES), help=f"a comma-separated subset of {','.join(ENGINES)}")
+    p.add_argument("--images", type=int, default=16, help="images per pass at batch > 1; default 16")
+    p.add_argument("--latency-images", type=int, default=6, help="images per pass at batch 1; default 6")
+    p.add_argument("--runs", type=int, default=5, help="timed passes per cell (median); default 5")
+    p.add_argument("--budget", type=float, default=60.0, help="timed seconds per cell after which no more runs start")
+    p.add_argument("--quiet-load", type=float, default=0.0,
+                   help="wait first until the 1-minute load average is under this (0: don't wait)")
+    p.add_argument("--quiet-wait", type=float, default=1800.0, help="seconds to wait for that at most; default 1800")
+    p.add_argument("--json", action="store_true", help="print the results as JSON instead of the table")
+    p.add_argument("--output", default=str(ROOT / "benchmarks" / "results" / "vision.md"),
+                   help="markdown file ('' for none)")
+    p.add_argument("--verbose", action="store_true", help="print tracebacks of failing engines")
+    args = p.parse_args(argv)
+    result = bench(args)
+    text = markdown(result, args.runs)
+    if args.output:
+        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.output).write_text(text)
+    print(json.dumps(result, indent=1) if args.json else text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
