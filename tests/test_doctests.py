@@ -49,6 +49,10 @@ REPOS: dict[str, tuple[str, str]] = {
     "Xenova/m2m100_418M": ("generation", "m2m100"),
     "Xenova/vit-base-patch16-224": ("vision", "vit"),
     "Xenova/clip-vit-base-patch32": ("vision", "clip"),
+    "onnx-community/depth-anything-v2-small": ("vision", "depth_anything"),
+    "Xenova/segformer-b0-finetuned-ade-512-512": ("vision", "segformer"),
+    "onnx-community/ormbg-ONNX": ("vision", "background"),
+    "Xenova/swin2SR-classical-sr-x2-64": ("vision", "swin2sr"),
 }
 
 

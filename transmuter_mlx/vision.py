@@ -20,9 +20,11 @@ from typing import Any
 
 from .pipelines import pipeline
 from .pipelines.vision_classification import ImageClassification, ImageEmbedding
+from .pipelines.vision_dense import BackgroundRemoval, DepthEstimation, ImageSegmentation, ImageToImage
 from .pipelines.vision_zero_shot import ZeroShotImageClassification
 
-__all__ = ["image_classification", "image_embedding", "zero_shot_image_classification"]
+__all__ = ["image_classification", "image_embedding", "zero_shot_image_classification",
+           "background_removal", "depth_estimation", "image_segmentation", "image_to_image"]
 
 
 def image_classification(model: Any = None, /, **options: Any) -> ImageClassification:
@@ -60,3 +62,47 @@ def zero_shot_image_classification(
     if labels is not None:
         options["labels"] = labels
     return pipeline("zero-shot-image-classification", model, **options)
+
+def depth_estimation(model: Any = None, /, **options: Any) -> DepthEstimation:
+    """A depth map of an image, resized to the image (``predicted_depth``) and as an 8-bit image (``depth``).
+
+    >>> import numpy as np
+    >>> estimate = depth_estimation("onnx-community/depth-anything-v2-small")
+    >>> sorted(estimate(np.zeros((40, 60, 3), np.uint8)))
+    ['depth', 'predicted_depth']
+    """
+    return pipeline("depth-estimation", model, **options)
+
+
+def image_segmentation(model: Any = None, /, **options: Any) -> ImageSegmentation:
+    """The segments of an image: a label and a mask (255 on its pixels) for each label present.
+
+    >>> import numpy as np
+    >>> segment = image_segmentation("Xenova/segformer-b0-finetuned-ade-512-512")
+    >>> segment(np.zeros((40, 60, 3), np.uint8))["segments"][0]["mask"].size
+    (60, 40)
+    """
+    return pipeline("image-segmentation", model, **options)
+
+
+def background_removal(model: Any = None, /, **options: Any) -> BackgroundRemoval:
+    """The foreground's matte of an image (``mask``, 255: foreground); ``return_image=True`` adds the cut-out.
+
+    >>> import numpy as np
+    >>> remove = background_removal("onnx-community/ormbg-ONNX")
+    >>> remove(np.zeros((40, 60, 3), np.uint8), return_image=True)["image"].mode
+    'RGBA'
+    """
+    return pipeline("background-removal", model, **options)
+
+
+def image_to_image(model: Any = None, /, **options: Any) -> ImageToImage:
+    """A new image made from an image: Swin2SR's super-resolution, ``upscale`` times larger.
+
+    >>> import numpy as np
+    >>> upscale = image_to_image("Xenova/swin2SR-classical-sr-x2-64")
+    >>> upscale(np.zeros((40, 60, 3), np.uint8))["image"].size
+    (120, 80)
+    """
+    return pipeline("image-to-image", model, **options)
+

@@ -42,6 +42,7 @@ from .text import (
 from .text_generation import TextGeneration
 from .text_to_text import Summarization, TextToText, Translation
 from .vision_classification import ImageClassification, ImageEmbedding
+from .vision_dense import BackgroundRemoval, DepthEstimation, ImageSegmentation, ImageToImage
 from .vision_zero_shot import ZeroShotImageClassification
 
 __all__ = ["ALIASES", "TASKS", "Modality", "Task"]
@@ -161,6 +162,38 @@ TASKS: MappingProxyType[str, Task] = MappingProxyType(
             processor="image",
             function="vision.zero_shot_image_classification",
             command_line=LABELLED_IMAGES,
+        ),
+        "depth-estimation": Task(
+            DepthEstimation,
+            "image",
+            "onnx-community/depth-anything-v2-small",
+            processor="image",
+            function="vision.depth_estimation",
+            command_line=IMAGES,
+        ),
+        "image-segmentation": Task(
+            ImageSegmentation,
+            "image",
+            "Xenova/segformer-b0-finetuned-ade-512-512",
+            processor="image",
+            function="vision.image_segmentation",
+            command_line=IMAGES,
+        ),
+        "background-removal": Task(
+            BackgroundRemoval,
+            "image",
+            "onnx-community/ormbg-ONNX",
+            processor="image",
+            function="vision.background_removal",
+            command_line=IMAGES,
+        ),
+        "image-to-image": Task(
+            ImageToImage,
+            "image",
+            "Xenova/swin2SR-classical-sr-x2-64",
+            processor="image",
+            function="vision.image_to_image",
+            command_line=IMAGES,
         ),
     }
 )
