@@ -83,6 +83,9 @@ WITHOUT_PARITY: MappingProxyType[str, str] = MappingProxyType(
         "text2text-generation": f"{_GENERATE}: tests/test_text_to_text.py",
         "translation": f"text2text-generation under another name; {_GENERATE}: tests/test_text_to_text.py",
         "summarization": f"text2text-generation under another name; {_GENERATE}: tests/test_text_to_text.py",
+        "object-detection": "vision parity suite pending; tests/test_vision_detection.py compares with transformers",
+        "zero-shot-object-detection": "vision parity suite pending; tests/test_vision_detection.py compares with "
+                                      "transformers",
         **{task: "vision parity suite pending; tests/test_vision_dense.py compares with "
                  + ("onnxruntime and transformers.js's post-processing" if task == "background-removal"
                     else "transformers")

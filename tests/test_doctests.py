@@ -53,6 +53,8 @@ REPOS: dict[str, tuple[str, str]] = {
     "Xenova/segformer-b0-finetuned-ade-512-512": ("vision", "segformer"),
     "onnx-community/ormbg-ONNX": ("vision", "background"),
     "Xenova/swin2SR-classical-sr-x2-64": ("vision", "swin2sr"),
+    "Xenova/detr-resnet-50": ("vision", "detr"),
+    "Xenova/owlvit-base-patch32": ("vision", "owlvit"),
 }
 
 

@@ -21,10 +21,12 @@ from typing import Any
 from .pipelines import pipeline
 from .pipelines.vision_classification import ImageClassification, ImageEmbedding
 from .pipelines.vision_dense import BackgroundRemoval, DepthEstimation, ImageSegmentation, ImageToImage
+from .pipelines.vision_detection import ObjectDetection, ZeroShotObjectDetection
 from .pipelines.vision_zero_shot import ZeroShotImageClassification
 
 __all__ = ["image_classification", "image_embedding", "zero_shot_image_classification",
-           "background_removal", "depth_estimation", "image_segmentation", "image_to_image"]
+           "background_removal", "depth_estimation", "image_segmentation", "image_to_image", "object_detection",
+           "zero_shot_object_detection"]
 
 
 def image_classification(model: Any = None, /, **options: Any) -> ImageClassification:
@@ -62,6 +64,7 @@ def zero_shot_image_classification(
     if labels is not None:
         options["labels"] = labels
     return pipeline("zero-shot-image-classification", model, **options)
+
 
 def depth_estimation(model: Any = None, /, **options: Any) -> DepthEstimation:
     """A depth map of an image, resized to the image (``predicted_depth``) and as an 8-bit image (``depth``).
@@ -106,3 +109,28 @@ def image_to_image(model: Any = None, /, **options: Any) -> ImageToImage:
     """
     return pipeline("image-to-image", model, **options)
 
+
+def object_detection(model: Any = None, /, **options: Any) -> ObjectDetection:
+    """The objects a detector finds in an image: a label, a score and a box in pixels for each.
+
+    >>> import numpy as np
+    >>> detect = object_detection("Xenova/detr-resnet-50")
+    >>> detect(np.zeros((48, 64, 3), np.uint8), threshold=0.0)["detections"][0]
+    {'label': ..., 'score': ..., 'box': {'xmin': ..., 'ymin': ..., 'xmax': ..., 'ymax': ...}}
+    """
+    return pipeline("object-detection", model, **options)
+
+
+def zero_shot_object_detection(
+    model: Any = None, labels: Any = None, /, **options: Any
+) -> ZeroShotObjectDetection:
+    """The objects of the labels you give in an image, from an open-vocabulary detector (OWL-ViT, Grounding DINO).
+
+    >>> import numpy as np
+    >>> detect = zero_shot_object_detection("Xenova/owlvit-base-patch32", ["cat", "remote control"])
+    >>> sorted({d["label"] for d in detect(np.zeros((48, 64, 3), np.uint8), threshold=0.0)["detections"]})
+    ['cat', 'remote control']
+    """
+    if labels is not None:
+        options["labels"] = labels
+    return pipeline("zero-shot-object-detection", model, **options)

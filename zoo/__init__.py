@@ -71,6 +71,13 @@ REMAP: dict[str, str] = {
     "nat": "vit",
     # image-text towers
     "chinese_clip": "clip",
+    # detectors: DETR's softmax per query, RT-DETR's sigmoid per query and class; open-vocabulary ones
+    "yolos": "detr",
+    "rt_detr_v2": "rt_detr",
+    "d_fine": "rt_detr",
+    "rf_detr": "rt_detr",
+    "owlv2": "owlvit",
+    "grounding-dino": "grounding_dino",
     # dense image tasks: depth maps, background mattes (exports whose config.json is only a model_type)
     "depth_anything": "dpt",
     "modnet": "isnet",

@@ -43,6 +43,7 @@ from .text_generation import TextGeneration
 from .text_to_text import Summarization, TextToText, Translation
 from .vision_classification import ImageClassification, ImageEmbedding
 from .vision_dense import BackgroundRemoval, DepthEstimation, ImageSegmentation, ImageToImage
+from .vision_detection import ObjectDetection, ZeroShotObjectDetection
 from .vision_zero_shot import ZeroShotImageClassification
 
 __all__ = ["ALIASES", "TASKS", "Modality", "Task"]
@@ -194,6 +195,22 @@ TASKS: MappingProxyType[str, Task] = MappingProxyType(
             processor="image",
             function="vision.image_to_image",
             command_line=IMAGES,
+        ),
+        "object-detection": Task(
+            ObjectDetection,
+            "image",
+            "Xenova/detr-resnet-50",
+            processor="image",
+            function="vision.object_detection",
+            command_line=IMAGES,
+        ),
+        "zero-shot-object-detection": Task(
+            ZeroShotObjectDetection,
+            "image",
+            "Xenova/owlvit-base-patch32",
+            processor="image",
+            function="vision.zero_shot_object_detection",
+            command_line=LABELLED_IMAGES,
         ),
     }
 )
