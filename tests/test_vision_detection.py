@@ -209,9 +209,10 @@ def test_default_threshold_and_top_k() -> None:
     assert len(every) == 10  # top_k defaults to the number of queries
     assert rt_detr(photo, threshold=0.0, top_k=3)["detections"] == every[:3]
     assert len(rt_detr(photo, threshold=0.0, top_k=25)["detections"]) == 25  # up to queries x classes
-    want = reference_detections("rt_detr", "chelsea", 0.5)  # transformers' default threshold
-    assert_same(rt_detr(photo)["detections"], want, tolerance("rt_detr", "fp32"), True)
     detr = pipe("object-detection", "detr", "mlx")
+    want = reference_detections("detr", "coffee", 0.5)  # transformers' default threshold: 2 of 10 queries
+    assert len(want) == 2
+    assert_same(detr(image_path("coffee"))["detections"], want, tolerance("detr", "fp32"), False)
     with pytest.raises(ValueError, match="top_k applies to"):
         detr(photo, top_k=3)
     for bad in (-0.1, 1.5, "0.3", None):
@@ -270,8 +271,13 @@ def test_zero_shot_options_and_top_k() -> None:
     assert every == called(photo, candidate_labels=LABELS, threshold=0.0)["detections"]
     assert len(every) == 16 * len(LABELS)  # each patch's box, once per label
     assert built(photo, top_k=5)["detections"] == every[:5]
-    want = reference_detections("owlvit", "chelsea", 0.1, LABELS)  # the default threshold, 0.1
+    # the default threshold, 0.1, as transformers' (no score of this fixture is below it)
+    assert called.defaults["threshold"] == 0.1
+    want = reference_detections("owlvit", "chelsea", 0.1, LABELS)
     assert_same(called(photo, labels=LABELS)["detections"], want, tolerance("owlvit", "fp32"), True)
+    # a query is scored alone: a run of one label gives that label's detections of the run of all labels
+    alone = called(photo, labels=["coffee cup"], threshold=0.0)["detections"]
+    assert_same(alone, [d for d in every if d["label"] == "coffee cup"], (1e-6, 1e-4), True)
     # a str of labels splits at commas, unstripped, as transformers' pipeline splits it
     split = called(photo, labels="cat, dog", threshold=0.0)["detections"]
     assert {d["label"] for d in split} == {"cat", " dog"}
@@ -296,3 +302,16 @@ def test_zero_shot_bad_labels() -> None:
         with pytest.raises(ValueError, match="ends a phrase of Grounding DINO's text"):
             dino(photo, labels=["cup", label])
 
+
+
+def test_cli_prints_json(capsys) -> None:
+    from transmuter_mlx.__main__ import main
+
+    photo = str(image_path("chelsea"))
+    assert main(["object-detection", str(folder("rt_detr")), photo, "--option", "threshold=0.1"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result == json.loads(json.dumps(pipe("object-detection", "rt_detr", "mlx")(photo, threshold=0.1)))
+    assert main(["zero-shot-object-detection", str(folder("owlvit")), photo, "--labels", "a cat, a dog",
+                 "--option", "threshold=0.0"]) == 0
+    detections = json.loads(capsys.readouterr().out)["detections"]
+    assert {d["label"] for d in detections} == {"a cat", "a dog"} and len(detections) == 32

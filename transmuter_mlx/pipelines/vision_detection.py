@@ -46,7 +46,7 @@ class ObjectDetection(ImagePipeline):
 
     def prepare_options(self, options: dict[str, Any]) -> dict[str, Any]:
         threshold = check_threshold(self.task, options["threshold"])
-        if options["top_k"] is not None and SCORERS[self.family.DETECTION_SCORES] is not SCORERS["sigmoid_top_k"]:
+        if options["top_k"] is not None and self.family.DETECTION_SCORES != "sigmoid_top_k":
             raise ValueError(f"{self.task}: top_k applies to detectors that score each query and class pair "
                              f"(RT-DETR); {self.repo.name} gives one detection per query")
         return {**options, "threshold": threshold}
