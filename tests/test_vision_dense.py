@@ -175,6 +175,69 @@ def test_a_subtask_the_model_has_not_is_an_error() -> None:
         segment(image("gray"), subtask="stuff")
 
 
+# ---------------------------------------------------------------- panoptic segmentation (DETR)
+def panoptic_reference(name: str, variant: str, threshold: float) -> list[dict]:
+    """transformers' segments: its pipeline (fp32), or post_process_panoptic_segmentation of onnxruntime's
+    outputs with the pipeline's thresholds (q8)."""
+    picture = rgb(name)
+    if variant == "fp32":
+        return hf_pipeline("image-segmentation", "detr_panoptic")(picture, threshold=threshold)
+    pixels = hf_processor("detr_panoptic")(picture, return_tensors="np")["pixel_values"]
+    logits, masks = (torch.from_numpy(a) for a in run_onnx("detr_panoptic", variant, pixels))
+    found = hf_processor("detr_panoptic").post_process_panoptic_segmentation(
+        SimpleNamespace(logits=logits, pred_masks=masks), threshold=threshold, mask_threshold=0.5,
+        overlap_mask_area_threshold=0.5, target_sizes=[picture.size[::-1]],
+    )[0]  # fmt: skip
+    id2label = hf_pipeline("image-segmentation", "detr_panoptic").model.config.id2label
+    return [{"label": id2label[s["label_id"]], "score": s["score"],
+             "mask": Image.fromarray(((found["segmentation"] == s["id"]) * 255).numpy().astype(np.uint8))}
+            for s in found["segments_info"]]
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_panoptic_segmentation(backend: str, variant: str) -> None:
+    segment = ours("image-segmentation", "detr_panoptic", backend, variant)
+    count = 0
+    for name in ("chelsea", "odd_217x333", "gray"):
+        for threshold in (0.9, 0.5):  # the pipeline's default, and one that keeps more queries
+            want = panoptic_reference(name, variant, threshold)
+            got = segment(image(name), threshold=threshold)["segments"]
+            assert [s["label"] for s in got] == [s["label"] for s in want], name
+            count += len(want)
+            for a, b in zip(got, want, strict=True):
+                assert abs(a["score"] - b["score"]) <= 1e-4 and a["mask"].size == image(name).size
+                assert (np.asarray(a["mask"]) == np.asarray(b["mask"])).mean() >= 0.999, name
+    assert count >= 3, "segments to compare"
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_detr_segments_are_transformers(seed: int) -> None:
+    """Mask queries that compete for the pixels (the fixture's one query covers the image): transformers'
+    post_process_panoptic_segmentation on the same random outputs, its thresholds varied."""
+    from transmuter_mlx.pipelines.segments import detr_segments
+
+    rng = np.random.default_rng(seed)
+    logits = (rng.standard_normal((8, 6)) * 2).astype(np.float32)  # 8 queries, 5 labels + "no object"
+    logits[rng.permutation(8)[:5], rng.integers(0, 5, 5)] += 6  # five confident queries of objects
+    y, x = np.mgrid[0:12, 0:16]
+    cy, cx = rng.uniform(0, 12, 8), rng.uniform(0, 16, 8)  # blobs of mask logits that overlap
+    masks = np.stack([4 - ((y - cy[q]) ** 2 + (x - cx[q]) ** 2) / rng.uniform(4, 20) for q in range(8)])
+    masks = masks.astype(np.float32)
+    processor = transformers.DetrImageProcessor()
+    threshold, mask_threshold, overlap = (0.9, 0.5, 0.5) if seed % 2 else (0.5, 0.3, 0.3)
+    want = processor.post_process_panoptic_segmentation(
+        SimpleNamespace(logits=torch.from_numpy(logits)[None], pred_masks=torch.from_numpy(masks)[None]),
+        threshold=threshold, mask_threshold=mask_threshold, overlap_mask_area_threshold=overlap,
+        target_sizes=[(37, 53)],
+    )[0]  # fmt: skip
+    segmentation, info = detr_segments(logits, masks, (37, 53), threshold, mask_threshold, overlap)
+    assert [(s["id"], s["label_id"]) for s in info] == [(s["id"], s["label_id"]) for s in want["segments_info"]]
+    assert np.allclose([s["score"] for s in info], [s["score"] for s in want["segments_info"]], atol=1e-6)
+    assert (segmentation == want["segmentation"].numpy()).mean() >= 0.999
+    assert info, "segments to compare"
+
+
 # ---------------------------------------------------------------- background removal
 def transformers_js_mask(output: np.ndarray, size: tuple[int, int]) -> np.ndarray:
     """transformers.js's ImageSegmentationPipeline without a subtask (background-removal): the first output of

@@ -8,7 +8,8 @@
 As transformers' ``DetrImageProcessor.post_process_object_detection`` (YOLOS's is the same): the score
 of a query is its best class of a softmax over the classes without the last one, "no object"; each
 query is one detection, in query order. ``logits`` and ``pred_boxes`` (center boxes relative to the
-image) come from ``model.onnx``; the DETR image processor also gives the ``pixel_mask`` that
+image) come from ``model.onnx`` (``DetrForSegmentation``'s, such as Xenova/detr-resnet-50-panoptic, adds
+``pred_masks`` for image segmentation); the DETR image processor also gives the ``pixel_mask`` that
 Xenova/detr-resnet-50 takes. YOLOS maps here (``REMAP``).
 """
 
@@ -19,10 +20,13 @@ from dataclasses import dataclass
 from ._base import HeadArgs
 
 FILES = {"model": ("model",)}
-TASKS = frozenset({"object-detection"})
+TASKS = frozenset({"object-detection", "image-segmentation"})
 DEFAULT_VARIANT = None
 #: how a query's logits become detections (``transmuter_mlx.pipelines.vision_boxes.SCORERS``)
 DETECTION_SCORES = "softmax"
+#: image segmentation of ``DetrForSegmentation`` exports (``pred_masks``, a mask per query): its image
+#: processor's panoptic and instance post-processing (``transmuter_mlx.pipelines.segments.detr_segments``)
+SEGMENTATION_SUBTASKS = ("panoptic", "instance")
 
 
 @dataclass

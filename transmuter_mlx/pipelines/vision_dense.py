@@ -18,6 +18,7 @@ from PIL import Image
 
 from .base import Prepared
 from .resize import interpolate
+from .segments import detr_segments, semantic_map
 from .vision import ImagePipeline
 
 __all__ = ["BackgroundRemoval", "DepthEstimation", "ImageSegmentation", "ImageToImage", "cutout", "depth_image"]
@@ -72,15 +73,19 @@ class ImageSegmentation(ImagePipeline):
     >>> sum(int((np.asarray(s["mask"]) == 255).sum()) for s in segments) == 451 * 300  # each pixel once
     True
 
-    Semantic segmentation as transformers' image-segmentation pipeline: the logits resized to the
-    image's size with PyTorch's bilinear interpolation (``align_corners=False``), each pixel given the
-    label of its highest logit, one segment per label present in the order of the label ids, its mask
-    255 on the label's pixels and 0 elsewhere; the score is None. ``subtask`` (None or ``"semantic"``)
-    as transformers; panoptic and instance segmentation (DETR, Mask2Former) are not supported yet.
+    As transformers' image-segmentation pipeline, by the subtasks of the model's family (the first of
+    panoptic, instance, semantic it has, or ``subtask``). Semantic (SegFormer, DPT): the logits resized
+    to the image's size with PyTorch's bilinear interpolation (``align_corners=False``), each pixel
+    given the label of its highest logit, one segment per label present in the order of the label ids,
+    the score None. Panoptic and instance (DETR): ``post_process_panoptic_segmentation`` with
+    ``threshold`` (0.9), ``mask_threshold`` (0.5) and ``overlap_mask_area_threshold`` (0.5), one segment
+    per query kept, in query order, with its score. A mask is 255 on the segment's pixels, 0 elsewhere.
     """
 
     task = "image-segmentation"
-    defaults = MappingProxyType({"subtask": None})
+    defaults = MappingProxyType(
+        {"subtask": None, "threshold": 0.9, "mask_threshold": 0.5, "overlap_mask_area_threshold": 0.5}
+    )
 
     def prepare_options(self, options: dict[str, Any]) -> dict[str, Any]:
         served = getattr(self.family, "SEGMENTATION_SUBTASKS", ())
@@ -95,22 +100,24 @@ class ImageSegmentation(ImagePipeline):
 
     def postprocess(self, prepared: Prepared, outputs: list[dict[str, np.ndarray]],
                     options: Mapping[str, Any]) -> dict[str, Any]:
-        logits = self.output(outputs[0], "logits")
-        if logits.ndim != 3:
-            raise ValueError(f"{self.task}: {self.repo.name} gives logits of shape {logits.shape}, "
-                             "not (labels, height, width) of a segmentation head")
-        classes = semantic_map(logits, prepared.rows[0].original_size)
+        size, logits = prepared.rows[0].original_size, self.output(outputs[0], "logits")
+        if options["subtask"] != "semantic":  # a mask per query (DETR)
+            segmentation, info = detr_segments(
+                logits, self.output(outputs[0], "pred_masks"), size, options["threshold"],
+                options["mask_threshold"], options["overlap_mask_area_threshold"],
+            )  # fmt: skip
+            found = [(s["id"], s["label_id"], s["score"]) for s in info]
+        else:
+            if logits.ndim != 3:
+                raise ValueError(f"{self.task}: {self.repo.name} gives logits of shape {logits.shape}, "
+                                 "not (labels, height, width) of a segmentation head")
+            segmentation = semantic_map(logits, size)
+            found = [(c, c, None) for c in np.unique(segmentation)]
         return {"segments": [
-            {"label": self.args.id2label[int(c)], "score": None,
-             "mask": Image.fromarray(np.where(classes == c, 255, 0).astype(np.uint8), mode="L")}
-            for c in np.unique(classes)
+            {"label": self.args.id2label[int(label)], "score": score,
+             "mask": Image.fromarray(np.where(segmentation == key, 255, 0).astype(np.uint8), mode="L")}
+            for key, label, score in found
         ]}
-
-
-def semantic_map(logits: np.ndarray, size: tuple[int, int]) -> np.ndarray:
-    """The label id of each pixel: ``logits`` (labels, h, w) resized to ``size`` (bilinear), argmax (ties:
-    the lowest id, as torch)."""
-    return interpolate(logits, size, "bilinear").argmax(axis=0)
 
 
 class BackgroundRemoval(ImagePipeline):
