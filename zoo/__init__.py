@@ -25,7 +25,7 @@ if __name__ == "zoo":  # imported as a top-level module, from a checkout's root 
         "sees: import transmuter_mlx.zoo instead"
     )
 
-__all__ = ["REMAP", "UnknownFamilyError", "families", "family"]
+__all__ = ["IMAGE_PROCESSORS", "REMAP", "UnknownFamilyError", "families", "family", "image_processor"]
 
 #: model_type -> module serving it (model types spelled with dashes need an entry too)
 REMAP: dict[str, str] = {
@@ -115,6 +115,66 @@ REMAP: dict[str, str] = {
 }
 
 
+#: model_type -> the image processor transformers' AutoImageProcessor takes for it, when a
+#: preprocessor_config.json names none (``image_processor(config)``)
+IMAGE_PROCESSORS: dict[str, str] = {
+    "vit": "ViTImageProcessor",
+    "swin": "ViTImageProcessor",
+    "swinv2": "ViTImageProcessor",
+    "clipseg": "ViTImageProcessor",
+    "dinat": "ViTImageProcessor",
+    "nat": "ViTImageProcessor",
+    "ijepa": "ViTImageProcessor",
+    "mgp-str": "ViTImageProcessor",
+    "swiftformer": "ViTImageProcessor",
+    "vit_mae": "ViTImageProcessor",
+    "vit_msn": "ViTImageProcessor",
+    "deit": "DeiTImageProcessor",
+    "beit": "BeitImageProcessor",
+    "data2vec-vision": "BeitImageProcessor",
+    "segformer": "SegformerImageProcessor",
+    "upernet": "SegformerImageProcessor",
+    "siglip": "SiglipImageProcessor",
+    "paligemma": "SiglipImageProcessor",
+    "gemma3n": "SiglipImageProcessor",
+    "owlvit": "OwlViTImageProcessor",
+    "clip": "CLIPImageProcessor",
+    "aimv2": "CLIPImageProcessor",
+    "aimv2_vision_model": "CLIPImageProcessor",
+    "git": "CLIPImageProcessor",
+    "groupvit": "CLIPImageProcessor",
+    "kosmos-2": "CLIPImageProcessor",
+    "metaclip_2": "CLIPImageProcessor",
+    "mlcd": "CLIPImageProcessor",
+    "vipllava": "CLIPImageProcessor",
+    "xclip": "CLIPImageProcessor",
+    "bit": "BitImageProcessor",
+    "dinov2": "BitImageProcessor",
+    "focalnet": "BitImageProcessor",
+    "hiera": "BitImageProcessor",
+    "mobilenet_v1": "MobileNetV1ImageProcessor",
+    "mobilenet_v2": "MobileNetV2ImageProcessor",
+    "convnext": "ConvNextImageProcessor",
+    "convnextv2": "ConvNextImageProcessor",
+    "cvt": "ConvNextImageProcessor",
+    "regnet": "ConvNextImageProcessor",
+    "resnet": "ConvNextImageProcessor",
+    "van": "ConvNextImageProcessor",
+    "dpt": "DPTImageProcessor",
+    "depth_anything": "DPTImageProcessor",
+    "swin2sr": "Swin2SRImageProcessor",
+    "detr": "DetrImageProcessor",
+    "conditional_detr": "DetrImageProcessor",
+    "deformable_detr": "DetrImageProcessor",
+    "table-transformer": "DetrImageProcessor",
+    "grounding-dino": "DetrImageProcessor",
+    "mm-grounding-dino": "DetrImageProcessor",
+    "yolos": "YolosImageProcessor",
+    "rt_detr": "RTDetrImageProcessor",
+    "owlv2": "Owlv2ImageProcessor",
+}
+
+
 class UnknownFamilyError(ValueError):
     """A config.json whose model_type no zoo module serves."""
 
@@ -133,6 +193,15 @@ def family(config: Mapping[str, Any] | str) -> ModuleType:
         raise UnknownFamilyError(
             f"model_type {model_type!r} is not supported; supported families: {', '.join(families())}"
         ) from None
+
+
+def image_processor(config: Mapping[str, Any]) -> str | None:
+    """The image processor type of a config.json's model_type, when a preprocessor_config.json names none.
+
+    >>> image_processor({"model_type": "dinov2"})
+    'BitImageProcessor'
+    """
+    return IMAGE_PROCESSORS.get(config.get("model_type", ""))
 
 
 def families() -> list[str]:

@@ -18,6 +18,6 @@
 from __future__ import annotations
 
 from . import detection, processors  # noqa: F401 - registers the processor types
-from .base import MODEL_TYPES, REGISTRY, ImageFeatures, ImageProcessor
+from .base import REGISTRY, ImageFeatures, ImageProcessor
 
-__all__ = ["MODEL_TYPES", "REGISTRY", "ImageFeatures", "ImageProcessor"]
+__all__ = ["REGISTRY", "ImageFeatures", "ImageProcessor"]

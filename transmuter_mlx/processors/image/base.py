@@ -40,8 +40,6 @@ Bucket = tuple[int, ...]
 
 #: transformers' slow processor class name -> our class (filled by ``register``)
 REGISTRY: dict[str, type[ImageProcessor]] = {}
-#: config.json ``model_type`` -> processor class name, for a preprocessor_config.json that names none
-MODEL_TYPES: dict[str, str] = {}
 
 IMAGENET_DEFAULT = ([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])
 IMAGENET_STANDARD = ([0.5, 0.5, 0.5], [0.5, 0.5, 0.5])
@@ -83,13 +81,11 @@ def size_dict(value: Any, default_to_square: bool = True, max_size: int | None =
     return result
 
 
-def register(*names: str, model_types: Sequence[str] = ()) -> Callable[[type[ImageProcessor]], type[ImageProcessor]]:
-    """Class decorator: the processor of transformers classes ``names`` (and of config.json ``model_types``)."""
+def register(*names: str) -> Callable[[type[ImageProcessor]], type[ImageProcessor]]:
+    """Class decorator: the processor of transformers classes ``names``."""
     def add(cls: type[ImageProcessor]) -> type[ImageProcessor]:
         for name in names:
             REGISTRY[name] = cls
-        for model_type in model_types:
-            MODEL_TYPES[model_type] = names[0]
         cls.names = names
         return cls
     return add
@@ -155,10 +151,11 @@ class ImageProcessor:
         if config is None:
             raise RepoFileNotFoundError(f"{prefix(task)}{repo.name} has no preprocessor_config.json, which "
                                         "an image task needs (the image processor's settings)")
-        if type_name(config) is None and repo.exists("config.json"):
-            model_type = repo.config.get("model_type")
-            if model_type in MODEL_TYPES:  # transformers falls back on the model's type the same way
-                config = {**config, "image_processor_type": MODEL_TYPES[model_type]}
+        if type_name(config) is None and repo.exists("config.json"):  # transformers falls back on the model's
+            from ... import zoo
+
+            name = zoo.image_processor(repo.config)
+            config = {**config, "image_processor_type": name} if name else config
         return cls.from_config(config, task, fast=fast)
 
     def flag(self, key: str, default: bool) -> bool:

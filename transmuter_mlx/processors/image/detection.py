@@ -55,9 +55,7 @@ def aspect_ratio_size(height: int, width: int, size: int, max_size: int | None, 
 
 
 @register("DetrImageProcessor", "ConditionalDetrImageProcessor", "DeformableDetrImageProcessor",
-          "GroundingDinoImageProcessor", model_types=(
-              "detr", "conditional_detr", "deformable_detr", "table-transformer", "grounding-dino",
-              "mm-grounding-dino"))
+          "GroundingDinoImageProcessor")
 class Detr(Resized):
     """``DetrImageProcessor`` (and the classes that copy it): the shortest edge to 800, the longest at most
     1333 (or ``max_height``/``max_width``, or ``height``/``width``), bilinear, ImageNet mean and std, a
@@ -118,7 +116,7 @@ class Detr(Resized):
         return pixels, resized, mask if self.MASK else None
 
 
-@register("YolosImageProcessor", model_types=("yolos",))
+@register("YolosImageProcessor")
 class Yolos(Detr):
     """``YolosImageProcessor``: DETR's rules, sides rounded down to multiples of 16, no pixel mask."""
 
@@ -126,7 +124,7 @@ class Yolos(Detr):
     YOLOS = True
 
 
-@register("RTDetrImageProcessor", model_types=("rt_detr",))
+@register("RTDetrImageProcessor")
 class RTDetr(Detr):
     """``RTDetrImageProcessor``: 640x640 bilinear, rescale only, no padding (a pixel mask when ``do_pad``)."""
 
@@ -139,7 +137,7 @@ class RTDetr(Detr):
         super().__init__(config, task, fast, bilinear_uint8)
 
 
-@register("Owlv2ImageProcessor", model_types=("owlv2",))
+@register("Owlv2ImageProcessor")
 class Owlv2(ImageProcessor):
     """``Owlv2ImageProcessor``: rescale, pad to a square with gray (0.5) at the bottom and right, resize to
     960x960 with scikit-image's anti-aliased linear resize (:func:`~.resize.skimage_resize`, bit-equal to

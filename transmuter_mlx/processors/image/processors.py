@@ -93,13 +93,12 @@ class Resized(ImageProcessor):
         return self.finish(image), resized, None
 
 
-@register("ViTImageProcessor", model_types=(
-    "vit", "swin", "swinv2", "clipseg", "dinat", "nat", "ijepa", "mgp-str", "swiftformer", "vit_mae", "vit_msn"))
+@register("ViTImageProcessor")
 class ViT(Resized):
     """``ViTImageProcessor`` (Swin, ViT-MAE, ...): resize to 224x224, bilinear, mean and std 0.5."""
 
 
-@register("DeiTImageProcessor", model_types=("deit",))
+@register("DeiTImageProcessor")
 class DeiT(Resized):
     """``DeiTImageProcessor``: resize to 256x256 bicubic, crop 224x224."""
 
@@ -108,12 +107,12 @@ class DeiT(Resized):
     DO_CROP = True
 
 
-@register("BeitImageProcessor", model_types=("beit", "data2vec-vision"))
+@register("BeitImageProcessor")
 class Beit(DeiT):
     """``BeitImageProcessor``: DeiT's rules (its segmentation-map options do not touch images)."""
 
 
-@register("SegformerImageProcessor", model_types=("segformer", "upernet"))
+@register("SegformerImageProcessor")
 class Segformer(Resized):
     """``SegformerImageProcessor``: resize to 512x512 bilinear, ImageNet mean and std."""
 
@@ -121,7 +120,7 @@ class Segformer(Resized):
     MEAN_STD = IMAGENET_DEFAULT
 
 
-@register("SiglipImageProcessor", model_types=("siglip", "paligemma", "gemma3n"))
+@register("SiglipImageProcessor")
 class Siglip(Resized):
     """``SiglipImageProcessor``: resize to 224x224 bicubic (an int size is the shortest edge, which SigLIP
     cannot resize by: an error, as in transformers)."""
@@ -130,7 +129,7 @@ class Siglip(Resized):
     RESAMPLE = 3
 
 
-@register("OwlViTImageProcessor", model_types=("owlvit",))
+@register("OwlViTImageProcessor")
 class OwlViT(Resized):
     """``OwlViTImageProcessor``: resize to 768x768 bicubic, crop off by default, CLIP mean and std (its
     legacy ``rescale`` key is overridden by ``do_rescale``, as in transformers)."""
@@ -142,8 +141,7 @@ class OwlViT(Resized):
     MEAN_STD = OPENAI_CLIP
 
 
-@register("CLIPImageProcessor", model_types=(
-    "clip", "aimv2", "aimv2_vision_model", "git", "groupvit", "kosmos-2", "metaclip_2", "mlcd", "vipllava", "xclip"))
+@register("CLIPImageProcessor")
 class CLIP(Resized):
     """``CLIPImageProcessor``: the shortest edge to 224 bicubic, crop 224x224, CLIP mean and std
     (``use_square_size`` resizes to a square of the shortest edge)."""
@@ -161,12 +159,12 @@ class CLIP(Resized):
             self.size = {"height": self.size["shortest_edge"], "width": self.size["shortest_edge"]}
 
 
-@register("BitImageProcessor", model_types=("bit", "dinov2", "focalnet", "hiera"))
+@register("BitImageProcessor")
 class Bit(CLIP):
     """``BitImageProcessor`` (DINOv2's): CLIP's rules."""
 
 
-@register("MobileNetV1ImageProcessor", model_types=("mobilenet_v1",))
+@register("MobileNetV1ImageProcessor")
 class MobileNetV1(Resized):
     """``MobileNetV1ImageProcessor``: the shortest edge to 256 bilinear, crop 224x224, mean and std 0.5."""
 
@@ -176,12 +174,12 @@ class MobileNetV1(Resized):
     DO_CROP = True
 
 
-@register("MobileNetV2ImageProcessor", model_types=("mobilenet_v2",))
+@register("MobileNetV2ImageProcessor")
 class MobileNetV2(MobileNetV1):
     """``MobileNetV2ImageProcessor``: MobileNetV1's rules."""
 
 
-@register("ConvNextImageProcessor", model_types=("convnext", "convnextv2", "cvt", "regnet", "resnet", "van"))
+@register("ConvNextImageProcessor")
 class ConvNext(Resized):
     """``ConvNextImageProcessor``: under 384, the shortest edge to ``shortest_edge / crop_pct`` then a
     centre crop of ``shortest_edge``; from 384, a square of ``shortest_edge``."""
@@ -215,7 +213,7 @@ class ConvNext(Resized):
         return self.finish(cropped), image.shape[:2], None
 
 
-@register("DPTImageProcessor", model_types=("dpt", "depth_anything"))
+@register("DPTImageProcessor")
 class DPT(Resized):
     """``DPTImageProcessor`` (Depth Anything's): resize to ``size`` (``keep_aspect_ratio``: the scale closer
     to 1 on both sides), each side a multiple of ``ensure_multiple_of`` (Python's round); after the
@@ -268,7 +266,7 @@ class DPT(Resized):
         return (self.pad_to_divisor(image) if self.do_pad else image), resized, None
 
 
-@register("Swin2SRImageProcessor", model_types=("swin2sr",))
+@register("Swin2SRImageProcessor")
 class Swin2SR(ImageProcessor):
     """``Swin2SRImageProcessor``: no resize; rescale, then pad the bottom and right by mirroring
     (``symmetric``) to the next multiple of ``size_divisor`` -- a whole extra block when a side already is
