@@ -14,6 +14,8 @@ are printed as JSON, one line per input (arrays as lists). How a task reads its 
 flags (``--question``, ``--labels``, ``--query``, ``--pair``, ...) is the ``command_line`` of its row
 in the task table (transmuter_mlx/pipelines/command_line.py); this module has no per-task code.
 Task options go in ``--option key=value`` (the value is parsed as JSON when it can be).
+An image task's INPUTs are image paths or URLs; the images in its results (a depth map, masks, an
+upscaled image) are written as PNG files to ``--output DIR`` and printed as their paths.
 ``--stream`` (the generation tasks) prints each input's text as it is generated, a line per input.
 When the reader of stdout goes away (``... --stream | head -c 5``), the command stops its decoding and
 exits quietly with 141 (128 + SIGPIPE, what a shell reports for a tool that SIGPIPE ended).
