@@ -212,10 +212,12 @@ def test_panoptic_segmentation(backend: str, variant: str) -> None:
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_detr_segments_are_transformers(seed: int) -> None:
-    """Mask queries that compete for the pixels (the fixture's one query covers the image): transformers'
-    post_process_panoptic_segmentation on the same random outputs, its thresholds varied."""
-    from transmuter_mlx.pipelines.segments import detr_segments
+@pytest.mark.parametrize("family", ["detr", "mask2former"])
+def test_mask_segments_are_transformers(family: str, seed: int) -> None:
+    """Mask queries that compete for the pixels: transformers' post_process_panoptic_segmentation (DETR's;
+    Mask2Former's, which first resizes the mask logits to 384x384) on the same random outputs, its
+    thresholds varied."""
+    from transmuter_mlx.pipelines.segments import mask_segments
 
     rng = np.random.default_rng(seed)
     logits = (rng.standard_normal((8, 6)) * 2).astype(np.float32)  # 8 queries, 5 labels + "no object"
@@ -224,18 +226,80 @@ def test_detr_segments_are_transformers(seed: int) -> None:
     cy, cx = rng.uniform(0, 12, 8), rng.uniform(0, 16, 8)  # blobs of mask logits that overlap
     masks = np.stack([4 - ((y - cy[q]) ** 2 + (x - cx[q]) ** 2) / rng.uniform(4, 20) for q in range(8)])
     masks = masks.astype(np.float32)
-    processor = transformers.DetrImageProcessor()
     threshold, mask_threshold, overlap = (0.9, 0.5, 0.5) if seed % 2 else (0.5, 0.3, 0.3)
+    if family == "detr":
+        processor, outputs = transformers.DetrImageProcessor(), {"logits": "logits", "pred_masks": "pred_masks"}
+    else:
+        processor = transformers.Mask2FormerImageProcessor()
+        outputs = {"logits": "class_queries_logits", "pred_masks": "masks_queries_logits"}
+    raw = {outputs["logits"]: torch.from_numpy(logits)[None], outputs["pred_masks"]: torch.from_numpy(masks)[None]}
     want = processor.post_process_panoptic_segmentation(
-        SimpleNamespace(logits=torch.from_numpy(logits)[None], pred_masks=torch.from_numpy(masks)[None]),
-        threshold=threshold, mask_threshold=mask_threshold, overlap_mask_area_threshold=overlap,
-        target_sizes=[(37, 53)],
+        SimpleNamespace(**raw), threshold=threshold, mask_threshold=mask_threshold,
+        overlap_mask_area_threshold=overlap, target_sizes=[(37, 53)],
     )[0]  # fmt: skip
-    segmentation, info = detr_segments(logits, masks, (37, 53), threshold, mask_threshold, overlap)
+    size = (384, 384) if family == "mask2former" else None
+    segmentation, info = mask_segments(logits, masks, (37, 53), threshold, mask_threshold, overlap, size)
     assert [(s["id"], s["label_id"]) for s in info] == [(s["id"], s["label_id"]) for s in want["segments_info"]]
     assert np.allclose([s["score"] for s in info], [s["score"] for s in want["segments_info"]], atol=1e-6)
     assert (segmentation == want["segmentation"].numpy()).mean() >= 0.999
     assert info, "segments to compare"
+
+
+class TransformersFeaturizer:
+    """transformers' image processor as a ``featurizer=`` (Mask2FormerImageProcessor: none of ours yet)."""
+
+    kind = "image"
+    fixed_size = False
+
+    def __init__(self, processor) -> None:
+        self.processor = processor
+
+    def preprocess(self, picture, index: int) -> list:
+        from transmuter_mlx.processors.image import ImageFeatures
+
+        pixels = self.processor(picture, return_tensors="np")["pixel_values"][0].astype(np.float32)
+        return [ImageFeatures(pixels, (picture.height, picture.width), pixels.shape[-2:], None, index)]
+
+    def bucket(self, features) -> tuple:
+        return features.pixel_values.shape
+
+    def collate(self, batch, bucket) -> dict:
+        return {"pixel_values": np.stack([f.pixel_values for f in batch])}
+
+    def cut(self, value, features, bucket):
+        return value
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_mask2former_panoptic_segmentation(backend: str, variant: str) -> None:
+    folder = str(build("mask2former"))
+    segment = tm.pipeline("image-segmentation", folder, backend=backend, variant=variant,
+                          featurizer=TransformersFeaturizer(hf_processor("mask2former")))
+    count = 0
+    for name in ("chelsea", "odd_217x333", "gray"):
+        picture = rgb(name)
+        for threshold in (0.9, 0.5):
+            if variant == "fp32":
+                want = hf_pipeline("image-segmentation", "mask2former")(picture, threshold=threshold)
+            else:
+                pixels = hf_processor("mask2former")(picture, return_tensors="np")["pixel_values"]
+                classes, masks = (torch.from_numpy(a) for a in run_onnx("mask2former", variant, pixels))
+                found = hf_processor("mask2former").post_process_panoptic_segmentation(
+                    SimpleNamespace(class_queries_logits=classes, masks_queries_logits=masks), threshold=threshold,
+                    mask_threshold=0.5, overlap_mask_area_threshold=0.5, target_sizes=[picture.size[::-1]],
+                )[0]  # fmt: skip
+                id2label = hf_pipeline("image-segmentation", "mask2former").model.config.id2label
+                want = [{"label": id2label[s["label_id"]], "score": s["score"],
+                         "mask": Image.fromarray(((found["segmentation"] == s["id"]) * 255).numpy().astype(np.uint8))}
+                        for s in found["segments_info"]]
+            got = segment(image(name), threshold=threshold)["segments"]
+            assert [s["label"] for s in got] == [s["label"] for s in want], name
+            count += len(want)
+            for a, b in zip(got, want, strict=True):
+                assert abs(a["score"] - b["score"]) <= 1e-4
+                assert (np.asarray(a["mask"]) == np.asarray(b["mask"])).mean() >= 0.999, name
+    assert count >= 3, "segments to compare"
 
 
 # ---------------------------------------------------------------- background removal

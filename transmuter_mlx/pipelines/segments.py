@@ -1,5 +1,5 @@
 """Segmentation post-processing of transformers' image processors, in numpy: a class per pixel (semantic),
-or segments of mask queries (DETR's panoptic and instance).
+or segments of mask queries (the panoptic post-processing of DETR and Mask2Former, DETR's instance one).
 
 >>> logits = np.array([[[2.0, 0.0]], [[0.0, 1.0]]], np.float32)          # 2 labels over a 1x2 map
 >>> semantic_map(logits, (1, 4)).tolist()
@@ -15,7 +15,7 @@ import numpy as np
 
 from .resize import interpolate
 
-__all__ = ["detr_segments", "semantic_map"]
+__all__ = ["mask_segments", "semantic_map"]
 
 
 def semantic_map(logits: np.ndarray, size: tuple[int, int]) -> np.ndarray:
@@ -24,10 +24,12 @@ def semantic_map(logits: np.ndarray, size: tuple[int, int]) -> np.ndarray:
     return interpolate(logits, size, "bilinear").argmax(axis=0)
 
 
-def detr_segments(logits: np.ndarray, pred_masks: np.ndarray, size: tuple[int, int], threshold: float,
-                  mask_threshold: float, overlap_mask_area_threshold: float) -> tuple[np.ndarray, list[dict]]:
-    """``DetrImageProcessor.post_process_panoptic_segmentation`` (and its instance twin: without labels to
-    fuse, as the pipeline calls them, they agree) of one image: ``(segmentation, segments_info)``.
+def mask_segments(logits: np.ndarray, pred_masks: np.ndarray, size: tuple[int, int], threshold: float,
+                  mask_threshold: float, overlap_mask_area_threshold: float,
+                  mask_logits_size: tuple[int, int] | None = None) -> tuple[np.ndarray, list[dict]]:
+    """``post_process_panoptic_segmentation`` of DETR (and DETR's instance twin: without labels to fuse, as
+    the pipeline calls them, they agree) and of Mask2Former, which first resizes the mask logits to
+    ``mask_logits_size`` (384x384), of one image: ``(segmentation, segments_info)``.
 
     ``logits`` (queries, labels + 1: the last is "no object"), ``pred_masks`` (queries, h, w). A query is
     kept when its best class (softmax) is an object scoring over ``threshold``; its mask probabilities
@@ -44,7 +46,10 @@ def detr_segments(logits: np.ndarray, pred_masks: np.ndarray, size: tuple[int, i
     keep = (labels != logits.shape[-1] - 1) & (scores > threshold)
     if not keep.any():
         return np.full(size, -1, np.int32), []
-    masks = 1 / (1 + np.exp(-np.asarray(pred_masks, np.float32)[keep]))
+    masks = np.asarray(pred_masks, np.float32)[keep]
+    if mask_logits_size is not None:
+        masks = interpolate(masks, mask_logits_size, "bilinear")
+    masks = 1 / (1 + np.exp(-masks))
     weighted = interpolate(masks, size, "bilinear") * scores[keep][:, None, None]
     winner = weighted.argmax(axis=0)
     segmentation = np.zeros(size, np.int32)

@@ -18,7 +18,7 @@ from PIL import Image
 
 from .base import Prepared
 from .resize import interpolate
-from .segments import detr_segments, semantic_map
+from .segments import mask_segments, semantic_map
 from .vision import ImagePipeline
 
 __all__ = ["BackgroundRemoval", "DepthEstimation", "ImageSegmentation", "ImageToImage", "cutout", "depth_image"]
@@ -77,7 +77,7 @@ class ImageSegmentation(ImagePipeline):
     panoptic, instance, semantic it has, or ``subtask``). Semantic (SegFormer, DPT): the logits resized
     to the image's size with PyTorch's bilinear interpolation (``align_corners=False``), each pixel
     given the label of its highest logit, one segment per label present in the order of the label ids,
-    the score None. Panoptic and instance (DETR): ``post_process_panoptic_segmentation`` with
+    the score None. Panoptic (DETR, Mask2Former) and instance (DETR): ``post_process_panoptic_segmentation`` with
     ``threshold`` (0.9), ``mask_threshold`` (0.5) and ``overlap_mask_area_threshold`` (0.5), one segment
     per query kept, in query order, with its score. A mask is 255 on the segment's pixels, 0 elsewhere.
     """
@@ -100,14 +100,16 @@ class ImageSegmentation(ImagePipeline):
 
     def postprocess(self, prepared: Prepared, outputs: list[dict[str, np.ndarray]],
                     options: Mapping[str, Any]) -> dict[str, Any]:
-        size, logits = prepared.rows[0].original_size, self.output(outputs[0], "logits")
-        if options["subtask"] != "semantic":  # a mask per query (DETR)
-            segmentation, info = detr_segments(
-                logits, self.output(outputs[0], "pred_masks"), size, options["threshold"],
-                options["mask_threshold"], options["overlap_mask_area_threshold"],
+        size = prepared.rows[0].original_size
+        if options["subtask"] != "semantic":  # a class and a mask per query (DETR, Mask2Former)
+            classes, masks = (self.output(outputs[0], name) for name in self.family.SEGMENTATION_OUTPUTS)
+            segmentation, info = mask_segments(
+                classes, masks, size, options["threshold"], options["mask_threshold"],
+                options["overlap_mask_area_threshold"], self.family.MASK_LOGITS_SIZE,
             )  # fmt: skip
             found = [(s["id"], s["label_id"], s["score"]) for s in info]
         else:
+            logits = self.output(outputs[0], "logits")
             if logits.ndim != 3:
                 raise ValueError(f"{self.task}: {self.repo.name} gives logits of shape {logits.shape}, "
                                  "not (labels, height, width) of a segmentation head")
