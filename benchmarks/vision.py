@@ -48,7 +48,10 @@ from _report import environment, error_cell  # noqa: E402
 import transmuter_mlx as tm  # noqa: E402  (first: it sets up the BLAS before mlx.core loads)
 
 ENGINES = ("mlx", "torch", "onnxruntime", "transformers")
-LABELS = {"mlx": "ours: mlx", "torch": "ours: torch", "onnxruntime": "onnxruntime", "transformers": "transformers"}
+MORE_ENGINES = ("mlx-cache",)  # on request: ours on mlx with MLX's buffer cache raised (see Engine)
+LABELS = {"mlx": "ours: mlx", "torch": "ours: torch", "onnxruntime": "onnxruntime", "transformers": "transformers",
+          "mlx-cache": "ours: mlx, 2 GB MLX cache"}
+MLX_CACHE_BYTES = 2 << 30
 MODELS = {  # benchmark model -> (task, its output the model-only cells compare)
     "vit-base": ("image-classification", "logits"),
     "clip-b32": ("zero-shot-image-classification", "logits_per_image"),
@@ -90,21 +93,44 @@ class _NumpyBackend:
 
 class Engine:
     """One engine for one model and batch size: ``classify(paths) -> [{label: score}]`` (batched as the
-    engine batches at ``batch``), ``run_model(feeds) -> the compared output`` (numpy) and the pipeline."""
+    engine batches at ``batch``), ``run_model(feeds) -> the compared output`` (numpy) and the pipeline.
+
+    ``mlx-cache`` is ``mlx`` with ``mx.set_cache_limit(2 GB)`` until ``close()``: MLX's CPU allocator keeps
+    only 32 MB of freed buffers by default, so the larger activations of a batch go back to the OS and
+    every call page-faults them in again.
+    """
 
     def __init__(self, kind: str, name: str, folder: Path, batch: int):
         self.kind, self.name, self.batch = kind, name, batch
         self.task, self.output = MODELS[name]
+        self._cache_limit = None
+        backend = "mlx" if kind == "mlx-cache" else kind
         if kind == "transformers":
             import transformers
 
             self.pipe = transformers.pipeline(self.task, model=str(folder), device="cpu")
         else:
             options: dict[str, Any] = {"compile": {"batch_size": batch}}
-            options |= {"model": OrtModel(folder / "onnx" / "model.onnx")} if kind == "onnxruntime" else {"backend": kind}
+            if kind == "onnxruntime":
+                options["model"] = OrtModel(folder / "onnx" / "model.onnx")
+            else:
+                options["backend"] = backend
             if self.task == "zero-shot-image-classification":
                 options["labels"] = CANDIDATES
             self.pipe = tm.pipeline(self.task, str(folder), **options)
+        if kind == "mlx-cache":  # last: nothing above can fail with the limit raised
+            import mlx.core as mx
+
+            self._cache_limit = mx.set_cache_limit(MLX_CACHE_BYTES)
+
+    def close(self) -> None:
+        """Restores MLX's cache limit (``mlx-cache``) and drops the freed buffers."""
+        if self._cache_limit is not None:
+            import mlx.core as mx
+
+            mx.set_cache_limit(self._cache_limit)
+            mx.clear_cache()
+            self._cache_limit = None
 
     def classify(self, paths: list[str]) -> list[dict[str, float]]:
         if self.kind == "transformers":
@@ -222,6 +248,7 @@ def bench(args: argparse.Namespace) -> dict:
             outs: dict[str, list] = {}
             model_outs: dict[str, np.ndarray] = {}
             for kind in kinds:
+                engine = None
                 try:
                     t0 = time.perf_counter()
                     engine = Engine(kind, name, folder, batch)
@@ -234,10 +261,13 @@ def bench(args: argparse.Namespace) -> dict:
                     model_outs[kind] = np.asarray(model.pop("_out"), np.float32)
                     cell["model"] = model | {"images_per_s": batch / model["median_s"]}
                     row[kind] = cell
-                    del engine
-                    gc.collect()
                 except Exception as e:  # noqa: BLE001  (a failing engine is reported in its cells)
                     row[kind] = {"error": error_cell(e, args.verbose)}
+                finally:
+                    if engine is not None:
+                        engine.close()
+                    del engine
+                    gc.collect()
                 print(f"  {name} batch {batch}: {kind} done", file=sys.stderr, flush=True)
             _compare(row, outs, model_outs)
             entry["batches"][str(batch)] = row
@@ -303,7 +333,8 @@ def markdown(result: dict, runs: int) -> str:
         "shapes, 1000 labels) through `image_classification`, and CLIP ViT-B/32 (openai/clip-vit-base-patch32's) "
         f"scoring {len(CANDIDATES)} candidate labels through `zero_shot_image_classification`; `onnx/model.onnx` "
         f"fp32 from optimum-onnx. Images: scikit-image's photographs {', '.join(result['photos'])} (by path, "
-        "cycled). Batch 1: one call per image; batch 16: one call with all the images, each engine batching 16.",
+        "cycled). Batch 1: one call per image; a larger batch B: one call with all the images, each engine "
+        "batching B.",
         "",
         "Engines in one process: ours `tm.vision.<task>(folder, backend=..., compile={\"batch_size\": B})`; "
         "onnxruntime (CPU provider, default threads) as the model of the same pipeline of ours (same image "
@@ -408,7 +439,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--models", default=",".join(MODELS), help=f"a comma-separated subset of {','.join(MODELS)}")
     p.add_argument("--batches", default="1,16", help="batch sizes, comma-separated (1: one call per image)")
-    p.add_argument("--engines", default=",".join(ENGINES), help=f"a comma-separated subset of {','.join(ENGINES)}")
+    p.add_argument("--engines", default=",".join(ENGINES),
+                   help=f"a comma-separated subset of {','.join(ENGINES + MORE_ENGINES)}")
     p.add_argument("--images", type=int, default=16, help="images per pass at batch > 1; default 16")
     p.add_argument("--latency-images", type=int, default=6, help="images per pass at batch 1; default 6")
     p.add_argument("--runs", type=int, default=5, help="timed passes per cell (median); default 5")
