@@ -36,6 +36,11 @@ CLI_CASES: dict[str, tuple[list[str], list[Any], dict[str, Any]]] = {
     "text2text-generation": (["p"], ["p"], {}),
     "translation": (["p"], ["p"], {}),
     "summarization": (["p"], ["p"], {}),
+    **{task: (["a.jpg", "b.png"], ["a.jpg", "b.png"], {}) for task in (
+        "image-classification", "image-embedding", "object-detection", "depth-estimation", "image-segmentation",
+        "background-removal", "image-to-image")},
+    **{task: (["a.jpg", "--labels", "cat, dog"], ["a.jpg"], {"labels": ["cat", "dog"]}) for task in (
+        "zero-shot-image-classification", "zero-shot-object-detection")},
 }
 
 
