@@ -169,10 +169,14 @@ class EncoderPipeline(Pipeline):
         return TextProcessor(self.tokenizer, o.compile, min(limits) if limits else None,
                              {n: dtypes[n] for n in names}, self.task)
 
+    @property
+    def batch_size(self) -> int:
+        """Rows per call of the model: ``compile.batch_size``."""
+        return self.options.compile.batch_size
+
     def forward(self, prepared: list[Prepared], options: Mapping[str, Any]) -> list[list[dict[str, np.ndarray]]]:
         rows = [r for p in prepared for r in p.rows]
-        outputs = run_batched(rows, self.processor, self.run_model, self.options.compile.batch_size,
-                              self.per_position)
+        outputs = run_batched(rows, self.processor, self.run_model, self.batch_size, self.per_position)
         per_input, start = [], 0
         for p in prepared:
             per_input.append(outputs[start:start + len(p.rows)])

@@ -24,7 +24,6 @@ from ..images import IMAGE_TYPES, load_image
 from ..processors import Processor
 from ..processors.image import ImageFeatures, ImageProcessor
 from .base import EncoderPipeline, Prepared
-from .batching import run_batched
 
 __all__ = ["ImageFeatures", "ImagePipeline", "image_rows"]
 
@@ -48,14 +47,6 @@ class ImagePipeline(EncoderPipeline):
     def batch_size(self) -> int:
         """Images per call: ``compile.batch_size`` for one image size, else 1 (each size compiles once)."""
         return self.options.compile.batch_size if getattr(self.processor, "fixed_size", False) else 1
-
-    def forward(self, prepared: list[Prepared], options: Mapping[str, Any]) -> list[list[dict[str, np.ndarray]]]:
-        outputs = run_batched(image_rows(prepared), self.processor, self.run_model, self.batch_size, False)
-        per_input, start = [], 0
-        for p in prepared:
-            per_input.append(outputs[start:start + len(p.rows)])
-            start += len(p.rows)
-        return per_input
 
     def run_model(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """The model on one batch; each feed cast to the dtype the graph declares (fp16 files take fp16)."""
