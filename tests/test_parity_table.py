@@ -53,3 +53,23 @@ def test_compare_takes_an_items_own_tolerance(monkeypatch) -> None:
     assert compare("text-classification", [{"score": 0.5, "box": 10.0009}], want, 1e-5)[2]   # box within 1e-3
     assert not compare("text-classification", [{"score": 0.5, "box": 10.002}], want, 1e-5)[2]
     assert not compare("text-classification", [{"score": 0.50002, "box": 10.0}], want, 1e-5)[2]  # score: 1e-5
+
+
+def test_compare_matches_swapped_detections_whole(monkeypatch) -> None:
+    """Items of several values (a score and a box) with a tolerance per element and per variant: a swap of two
+    ranked items is matched whole, so the box is compared with its own detection's."""
+    import parity.runner as runner
+
+    spec = runner.PARITY["text-classification"]
+    limits = {"fp32": np.array([1e-5, 1e-3, 1e-3]), "q8": np.array([1e-3, 0.05, 0.05])}
+    boxed = dataclasses.replace(spec, items=lambda r: [((d["label"],), [d["score"], *d["box"]], limits) for d in r])
+    monkeypatch.setitem(runner.__dict__, "PARITY", {**runner.PARITY, "text-classification": boxed})
+    want = [[{"label": "a", "score": 0.500004, "box": (1.0, 2.0)}, {"label": "a", "score": 0.5, "box": (9.0, 9.0)}]]
+    swapped = [want[0][::-1]]
+    assert compare("text-classification", swapped, want, 0.0)[1:3] == (True, True)
+    assert compare("text-classification", swapped, want, 0.0)[0] == 0.0  # each box against its own
+    nudged = [[{**want[0][0], "box": (1.0, 2.01)}, want[0][1]]]
+    assert not compare("text-classification", nudged, want, 0.0)[2]  # 0.01 px: beyond fp32's 1e-3
+    assert compare("text-classification", nudged, want, 0.0, "q8")[2]  # within q8's 0.05
+    apart = [[{**want[0][0], "score": 0.4}, want[0][1]]]
+    assert compare("text-classification", [apart[0][::-1]], apart, 0.0)[1:3] == (True, False)  # not a tie
