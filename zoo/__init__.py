@@ -172,6 +172,8 @@ IMAGE_PROCESSORS: dict[str, str] = {
     "yolos": "YolosImageProcessor",
     "rt_detr": "RTDetrImageProcessor",
     "owlv2": "Owlv2ImageProcessor",
+    "mask2former": "Mask2FormerImageProcessor",
+    "maskformer": "MaskFormerImageProcessor",
 }
 
 

@@ -11,13 +11,14 @@
 - ``processors.py``: the classifiers' and dense tasks' types (ViT, DeiT, BEiT, CLIP, BiT, SigLIP,
   ConvNeXT, MobileNet, OWL-ViT, Segformer, DPT, Swin2SR, and transformers.js's generic
   ``ImageFeatureExtractor``); ``detection.py``: DETR's family, YOLOS, RT-DETR, OWLv2;
+  ``segmentation.py``: MaskFormer's and Mask2Former's;
 - ``resize.py``: the resizes (Pillow's, torch's antialiased one of the ``...Fast`` types, OWLv2's
   scikit-image one); ``ops.py``: crop, pad, rescale, normalise.
 """
 
 from __future__ import annotations
 
-from . import detection, processors  # noqa: F401 - registers the processor types
+from . import detection, processors, segmentation  # noqa: F401 - registers the processor types
 from .base import REGISTRY, ImageFeatures, ImageProcessor
 
 __all__ = ["REGISTRY", "ImageFeatures", "ImageProcessor"]
