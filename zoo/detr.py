@@ -25,8 +25,10 @@ DEFAULT_VARIANT = None
 #: how a query's logits become detections (``transmuter_mlx.pipelines.vision_boxes.SCORERS``)
 DETECTION_SCORES = "softmax"
 #: image segmentation of ``DetrForSegmentation`` exports (``pred_masks``, a mask per query): its image
-#: processor's panoptic and instance post-processing
-SEGMENTATION_SUBTASKS = ("panoptic", "instance")
+#: processor's panoptic, instance and semantic post-processing
+SEGMENTATION_SUBTASKS = ("panoptic", "instance", "semantic")
+#: instance segmentation: the panoptic procedure (``"panoptic"``; without labels to fuse they agree)
+INSTANCE_SEGMENTS = "panoptic"
 #: the outputs a query's class logits and mask logits come from, and the size the masks are resized to
 #: before the sigmoid (None: none; ``transmuter_mlx.pipelines.segments.mask_segments``)
 SEGMENTATION_OUTPUTS = ("logits", "pred_masks")

@@ -6,6 +6,8 @@ output maps to the image's size as the transformers pipelines do, without torch 
 [0.0, 0.25, 0.75, 1.0]
 >>> interpolate(x, (3, 5), "bicubic").shape
 (3, 5)
+>>> nearest(x, (3, 3)).tolist()
+[[0.0, 0.0, 1.0], [0.0, 0.0, 1.0], [2.0, 2.0, 3.0]]
 
 The weights and the float32 arithmetic follow ATen's CPU kernel (``UpSampleKernel.cpp``: the generic
 N-d loop with ``HelperInterpLinear`` / ``HelperInterpCubic``), as the x86-64 wheels compile it, with
@@ -13,7 +15,8 @@ fused multiply-adds: the source index is ``fma(scale, i + 0.5, -0.5)``, ``scale 
 (bilinear clamps it at 0); bicubic takes Keys' kernel with ``A = -0.75`` over 4 neighbours clamped
 to the edge. Each output is ``sum_j wy_j * (sum_i wx_i * x[y_j, x_i])``, the width first. Measured
 against torch 2.13 (CPU): bilinear is bit-exact on model-sized maps (a 128x128 map to 480x640), a
-few float32 ulps apart on tiny ones; bicubic is within a few ulps (about 1e-6 relative).
+few float32 ulps apart on tiny ones; bicubic is within a few ulps (about 1e-6 relative). ``nearest``
+(mode "nearest", not "nearest-exact") picks whole pixels, bit-exact by construction.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from typing import Literal
 
 import numpy as np
 
-__all__ = ["axis_weights", "interpolate"]
+__all__ = ["axis_weights", "interpolate", "nearest"]
 
 Mode = Literal["bilinear", "bicubic"]
 _F = np.float32
@@ -42,6 +45,25 @@ def interpolate(x: np.ndarray, size: tuple[int, int], mode: Mode) -> np.ndarray:
     cols, col_weights = axis_weights(x.shape[-1], width, mode)
     inner = _weighted_sum(x, cols, col_weights, -1, mode)  # (..., H, w)
     return _weighted_sum(inner, rows, row_weights, -2, mode)
+
+
+def nearest(x: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """``x`` of shape ``(..., H, W)`` (any dtype) resized to ``size = (h, w)`` as
+    ``torch.nn.functional.interpolate(x, size, mode="nearest")``: source index ``floor(i * (in / out))`` in
+    float32 (ATen's ``nearest_idx``: the same index when the size is kept, ``i >> 1`` when doubled)."""
+    def index(in_size: int, out_size: int) -> np.ndarray:
+        i = np.arange(out_size)
+        if out_size in (in_size, 2 * in_size):
+            return i if out_size == in_size else i >> 1
+        scale = _F(in_size) / _F(out_size)
+        return np.minimum(np.floor(i.astype(_F) * scale).astype(np.int64), in_size - 1)
+
+    x = np.asarray(x)
+    height, width = (int(s) for s in size)
+    if x.ndim < 2 or height <= 0 or width <= 0:
+        raise ValueError(f"nearest: expected an array of (..., height, width) and a positive size, got shape "
+                         f"{x.shape} and size {tuple(size)}")
+    return x[..., index(x.shape[-2], height)[:, None], index(x.shape[-1], width)[None, :]]
 
 
 def axis_weights(in_size: int, out_size: int, mode: Mode) -> tuple[np.ndarray, np.ndarray]:

@@ -18,7 +18,7 @@ from PIL import Image
 
 from .base import Prepared
 from .resize import interpolate
-from .segments import mask_segments, semantic_map
+from .segments import mask_segments, query_semantic_map, ranked_segments, semantic_map
 from .vision import ImagePipeline
 
 __all__ = ["BackgroundRemoval", "DepthEstimation", "ImageSegmentation", "ImageToImage", "cutout", "depth_image"]
@@ -74,12 +74,16 @@ class ImageSegmentation(ImagePipeline):
     True
 
     As transformers' image-segmentation pipeline, by the subtasks of the model's family (the first of
-    panoptic, instance, semantic it has, or ``subtask``). Semantic (SegFormer, DPT): the logits resized
-    to the image's size with PyTorch's bilinear interpolation (``align_corners=False``), each pixel
-    given the label of its highest logit, one segment per label present in the order of the label ids,
-    the score None. Panoptic (DETR, Mask2Former) and instance (DETR): ``post_process_panoptic_segmentation`` with
+    panoptic, instance, semantic it has, or ``subtask``). Semantic: a map per label (SegFormer, DPT: the
+    logits; DETR, Mask2Former: each query's label probabilities times its mask) resized to the image's
+    size with PyTorch's bilinear interpolation (``align_corners=False``), each pixel given the label of
+    its largest value, one segment per label present in the order of the label ids, the score None.
+    Panoptic (DETR, Mask2Former) and instance (DETR): ``post_process_panoptic_segmentation`` with
     ``threshold`` (0.9), ``mask_threshold`` (0.5) and ``overlap_mask_area_threshold`` (0.5), one segment
-    per query kept, in query order, with its score. A mask is 255 on the segment's pixels, 0 elsewhere.
+    per query kept, in query order, with its score. Instance (Mask2Former): its
+    ``post_process_instance_segmentation``, the best (query, label) pairs scoring at least ``threshold``
+    (the two other options unused), in the order of torch's unsorted ``topk``, a later mask over an
+    earlier one. A mask is 255 on the segment's pixels, 0 elsewhere (a segment painted over is all 0).
     """
 
     task = "image-segmentation"
@@ -100,21 +104,30 @@ class ImageSegmentation(ImagePipeline):
 
     def postprocess(self, prepared: Prepared, outputs: list[dict[str, np.ndarray]],
                     options: Mapping[str, Any]) -> dict[str, Any]:
-        size = prepared.rows[0].original_size
-        if options["subtask"] != "semantic":  # a class and a mask per query (DETR, Mask2Former)
-            classes, masks = (self.output(outputs[0], name) for name in self.family.SEGMENTATION_OUTPUTS)
-            segmentation, info = mask_segments(
-                classes, masks, size, options["threshold"], options["mask_threshold"],
-                options["overlap_mask_area_threshold"], self.family.MASK_LOGITS_SIZE,
-            )  # fmt: skip
-            found = [(s["id"], s["label_id"], s["score"]) for s in info]
-        else:
+        size, subtask = prepared.rows[0].original_size, options["subtask"]
+        queries = getattr(self.family, "SEGMENTATION_OUTPUTS", None)  # a class and a mask per query
+        if queries is None:  # a logit map per label (SegFormer, DPT)
             logits = self.output(outputs[0], "logits")
             if logits.ndim != 3:
                 raise ValueError(f"{self.task}: {self.repo.name} gives logits of shape {logits.shape}, "
                                  "not (labels, height, width) of a segmentation head")
             segmentation = semantic_map(logits, size)
             found = [(c, c, None) for c in np.unique(segmentation)]
+        else:
+            classes, masks = (self.output(outputs[0], name) for name in queries)
+            mask_size = self.family.MASK_LOGITS_SIZE
+            if subtask == "semantic":
+                segmentation = query_semantic_map(classes, masks, size, mask_size)
+                found = [(c, c, None) for c in np.unique(segmentation)]
+            else:
+                if subtask == "instance" and self.family.INSTANCE_SEGMENTS == "ranked":
+                    segmentation, info = ranked_segments(classes, masks, size, options["threshold"], mask_size)
+                else:
+                    segmentation, info = mask_segments(
+                        classes, masks, size, options["threshold"], options["mask_threshold"],
+                        options["overlap_mask_area_threshold"], mask_size,
+                    )  # fmt: skip
+                found = [(s["id"], s["label_id"], s["score"]) for s in info]
         return {"segments": [
             {"label": self.args.id2label[int(label)], "score": score,
              "mask": Image.fromarray(np.where(segmentation == key, 255, 0).astype(np.uint8), mode="L")}
