@@ -87,11 +87,15 @@ def ours(case: Case, folder: Path, backend: str, variant: str, ort: bool = False
 
 
 def _limit(own: list, tol: float, variant: str) -> Any:
-    """An item's tolerance: its own (a number, or an array of one per element), or its own by variant
-    (``{"fp32": ..., "q8": ...}``), else ``tol``."""
+    """An item's tolerance: its own (a number, an array of one per element, or a rule with ``within(gap)``),
+    or its own by variant (``{"fp32": ..., "q8": ...}``), else ``tol``."""
     if not own:
         return tol
     return own[0][variant] if isinstance(own[0], Mapping) else own[0]
+
+
+def _within(gap: np.ndarray, limit: Any) -> bool:
+    return bool(limit.within(gap)) if hasattr(limit, "within") else bool(np.all(gap <= limit))
 
 
 def compare(
@@ -100,9 +104,10 @@ def compare(
     """``(max abs diff, agreement of the keys, every diff within its tolerance, first failure)`` over a batch.
     An item may carry its own tolerance (``(key, value, tolerance)``, from the reference's items: a box in
     pixels beside a score, a depth map relative to its range; an array gives one per element, a mapping one
-    per variant); others take ``tol``. Where the row allows swaps, the reference's item at a position is
-    matched with the first unmatched item, at that position or at another whose reference score (an item's
-    first element) is within the tolerance, that has its key and is within the tolerance."""
+    per variant, an object with ``within(gap)`` a rule: a mask whose few pixels near a decision may flip);
+    others take ``tol``. Where the row allows swaps, the reference's item at a position is matched with the
+    first unmatched item, at that position or at another whose reference score (an item's first element) is
+    within the tolerance, that has its key and is within the tolerance."""
     spec = PARITY[task]
     worst, agree, within, detail = 0.0, True, True, ""
     for n, (g, w) in enumerate(zip(got, want, strict=True)):
@@ -114,20 +119,22 @@ def compare(
         free = set(range(count))
         for i, (wk, wv, *own) in enumerate(wi[:count]):
             limit = _limit(own, tol, variant)
-            first = float(np.ravel(limit)[0])
-            near = [j for j in range(count) if j != i and abs(lead[j] - lead[i]) <= first] if spec.swaps else []
+            near = []
+            if spec.swaps:
+                first = float(np.ravel(limit)[0])
+                near = [j for j in range(count) if j != i and abs(lead[j] - lead[i]) <= first]
             gaps = {
                 j: np.abs(np.asarray(gi[j][1], np.float64) - np.asarray(wv, np.float64))
                 for j in (i, *near) if j in free and gi[j][0] == wk
             }
-            match = next((j for j, gap in gaps.items() if np.all(gap <= limit)), None)
+            match = next((j for j, gap in gaps.items() if _within(gap, limit)), None)
             if match is not None:
                 free.discard(match)
                 worst = max(worst, float(np.max(gaps[match], initial=0.0)))
             elif i in gaps:  # its key, beyond its tolerance
                 diff = float(np.max(gaps[i], initial=0.0))
                 worst, within = max(worst, diff), False
-                bound = f"{limit:.1e}" if np.ndim(limit) == 0 else "its tolerance"
+                bound = str(limit) if hasattr(limit, "within") else f"{limit:.1e}" if np.ndim(limit) == 0 else "its tolerance"
                 detail = detail or f"input {n}: {wk} differs by {diff:.2e} > {bound}"
             else:
                 agree, detail = False, detail or f"input {n}: {gi[i][0]} vs reference {wk}"

@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -24,7 +25,7 @@ import numpy as np
 from .text_reference import Items, Reference
 
 __all__ = [
-    "DegenerateReference", "classification", "detection_items", "embedding_items", "image_classification",
+    "DegenerateReference", "NearTies", "classification", "detection_items", "embedding_items", "image_classification",
     "image_embeddings", "object_detection", "once", "onnx_detections", "transformers_pipeline", "zero_shot",
     "zero_shot_image_classification", "zero_shot_object_detection",
 ]
@@ -220,3 +221,184 @@ def onnx_detections(folder: Path, file: str, inputs: list, threshold: float, lab
                        "box": dict(zip(BOX_KEYS, raw["boxes"][i][0].tolist()))} for i in raw["scores"].nonzero()]
         results.append(sorted(found, key=lambda d: d["score"], reverse=True))
     return results
+
+
+# ---------------------------------------------------------------- dense tasks
+#: two best (resized) logits this close may take either order in float32: the pixel's label may flip
+TIE = 1e-4
+
+
+def _picture(image: str) -> Any:
+    from transformers.image_utils import load_image
+
+    return load_image(image)
+
+
+def _pixels(value: Any) -> np.ndarray:
+    """An image (PIL) or an array (numpy, mlx, torch) as float64 numpy."""
+    return np.asarray(value, np.float64)
+
+
+@once
+def depth_estimation(task: str, folder: Path, inputs: list, options: dict) -> list[dict]:
+    """transformers' depth-estimation pipeline: predicted_depth (bicubic-resized) and the 8-bit depth image."""
+    pipe = _pipeline(task, folder)
+    results = [pipe(image) for image in inputs]
+    for r in results:
+        depth = r["predicted_depth"].numpy()
+        if np.ptp(depth) <= 0.1 * np.abs(depth).max():
+            raise DegenerateReference(f"a depth map {np.ptp(depth):.1e} deep (largest {np.abs(depth).max():.1e})")
+    return [{"predicted_depth": r["predicted_depth"].numpy(), "depth": r["depth"]} for r in results]
+
+
+def depth_items(result: dict, relative: Mapping[str, float], steps: Mapping[str, float]) -> Items:
+    """The depth map within ``relative`` of its largest value (the reference's), the 8-bit image ``steps``."""
+    depth = _pixels(result["predicted_depth"])
+    largest = float(np.abs(depth).max(initial=0.0))
+    image = result["depth"]
+    return [(("predicted_depth", depth.shape), depth, {v: r * largest for v, r in relative.items()}),
+            (("depth", image.mode, image.size), _pixels(image), steps)]
+
+
+@once
+def image_to_image(task: str, folder: Path, inputs: list, options: dict) -> list[dict]:
+    """transformers' image-to-image pipeline, its image cropped to ``upscale`` times the input: the upscaled
+    padding (Swin2SR pads to a multiple of its window) removed, as ours removes it."""
+    pipe = _pipeline(task, folder)
+    upscale = pipe.model.config.upscale
+    results = []
+    for image in inputs:
+        picture = _picture(image)
+        out = pipe(picture).crop((0, 0, upscale * picture.width, upscale * picture.height))
+        if np.ptp(np.asarray(out)) <= 10:
+            raise DegenerateReference("a flat image")
+        results.append({"image": out})
+    return results
+
+
+def image_items(result: dict, steps: Mapping[str, float], key: str = "image") -> Items:
+    """An 8-bit image (``result[key]``): its mode and size must agree, each value within ``steps``."""
+    image = result[key]
+    return [((key, image.mode, image.size), _pixels(image), steps)]
+
+
+def transformers_js_mask(output: np.ndarray, size: tuple[int, int]) -> Any:
+    """transformers.js's ImageSegmentationPipeline without a subtask (background-removal): the first output of
+    the image, sigmoid_() when a value is outside 0..1 by over 1e-5, mul_(255).to('uint8') (a Float32Array
+    into a Uint8Array: truncation), resized to the image (here Pillow's bilinear, as the spec says)."""
+    from PIL import Image
+
+    item = output[0].astype(np.float32)
+    if (item < -1e-5).any() or (item > 1 + 1e-5).any():
+        item = np.array([1 / (1 + np.exp(-float(v))) for v in item.ravel()], np.float32).reshape(item.shape)
+    data = np.array([int(float(v)) for v in (item * np.float32(255)).ravel()], np.uint8).reshape(item.shape[-2:])
+    return Image.fromarray(data, "L").resize(size, Image.Resampling.BILINEAR)
+
+
+@once
+def background_removal(task: str, folder: Path, inputs: list, options: dict) -> list[dict]:
+    """onnxruntime on model.onnx, fed as transformers.js's ImageFeatureExtractor feeds it (the fixture's
+    ``BackgroundProcessor``), with transformers.js's post-processing (``transformers_js_mask``): Python
+    transformers has no such pipeline."""
+    from tests.fixtures.vision_models import BackgroundProcessor
+
+    session = _session(folder / "onnx" / "model.onnx")
+    results = []
+    for image in inputs:
+        picture = _picture(image)
+        pixels = BackgroundProcessor()([picture])["pixel_values"]
+        mask = transformers_js_mask(session.run(None, {session.get_inputs()[0].name: pixels})[0], picture.size)
+        if np.ptp(np.asarray(mask)) <= 20:
+            raise DegenerateReference("a flat matte")
+        results.append({"mask": mask})
+    return results
+
+
+def _margins(pipe: Any, picture: Any, subtask: str, threshold: float) -> np.ndarray:
+    """How far each pixel is from a decision of transformers' post-processing of the PyTorch model's outputs:
+    semantic, the gap between the two best label maps (a model's resized logits; a mask model's class
+    probabilities times its sigmoid masks); panoptic, between the two best weighted mask probabilities of the
+    queries kept; instance, the smallest |mask logit| at the pixel's source (its masks are logits over 0).
+    Mask2Former's mask logits are first resized to 384x384, as its post-processing resizes them."""
+    import torch
+
+    with torch.no_grad():
+        out = pipe.model(**pipe.image_processor(picture, return_tensors="pt"))
+    size = picture.size[::-1]
+
+    def resized(maps: Any) -> Any:
+        return torch.nn.functional.interpolate(maps[None], size=size, mode="bilinear", align_corners=False)[0]
+
+    def gap(maps: Any) -> np.ndarray:
+        if len(maps) < 2:
+            return np.full(size, np.inf)
+        top = torch.topk(maps, 2, dim=0).values
+        return (top[0] - top[1]).numpy()
+
+    if getattr(out, "class_queries_logits", None) is not None:  # Mask2Former
+        logits, masks = out.class_queries_logits[0], out.masks_queries_logits
+        masks = torch.nn.functional.interpolate(masks, size=(384, 384), mode="bilinear", align_corners=False)[0]
+    elif getattr(out, "pred_masks", None) is not None:  # DETR
+        logits, masks = out.logits[0], out.pred_masks[0]
+    else:  # a semantic model: its logits
+        return gap(resized(out.logits[0]))
+    probs = logits.softmax(-1)
+    if subtask == "semantic":
+        return gap(resized(torch.einsum("qc,qhw->chw", probs[:, :-1], masks.sigmoid())))
+    if subtask == "instance":
+        smallest = masks.abs().min(0).values[None, None]
+        return torch.nn.functional.interpolate(smallest, size=size, mode="nearest")[0, 0].numpy()
+    scores, labels = probs.max(-1)
+    kept = (labels != probs.shape[-1] - 1) & (scores > threshold)
+    return gap(resized(masks[kept].sigmoid()) * scores[kept][:, None, None] if kept.any() else masks[:0])
+
+
+@once
+def image_segmentation(task: str, folder: Path, inputs: list, options: dict) -> list[dict]:
+    """transformers' image-segmentation pipeline (subtask and thresholds: the case's options), with
+    ``near_ties``: the pixels within ``TIE`` of a decision (``_margins``), where float32 may give either side;
+    some segment in the case's images."""
+    pipe = _pipeline(task, folder)
+    results = []
+    for image in inputs:
+        picture = _picture(image)
+        segments = pipe(picture, **options)
+        scored = any(s["score"] is not None for s in segments)
+        subtask = options.get("subtask") or ("panoptic" if scored else "semantic")
+        ties = _margins(pipe, picture, subtask, options.get("threshold", 0.9)) < TIE
+        results.append({"segments": [{"label": s["label"], "score": s["score"], "mask": s["mask"]} for s in segments],
+                        "near_ties": ties})
+    if not any(r["segments"] for r in results):
+        raise DegenerateReference("no segment in the case's images")
+    return results
+
+
+@dataclass(frozen=True)
+class NearTies:
+    """A mask's tolerance: pixels may differ only where the reference is near a decision (``ties``), and at
+    most ``budget`` of them (max(3, 0.1%) of the image's pixels, as the segmentation tests bound them)."""
+
+    ties: np.ndarray
+    budget: int
+
+    def within(self, gap: np.ndarray) -> bool:
+        differ = gap > 0
+        return not (differ & ~self.ties).any() and int(differ.sum()) <= self.budget
+
+    def __str__(self) -> str:
+        return f"{int(self.ties.sum())} near-tie pixels, at most {self.budget} of them"
+
+
+def segment_items(result: dict, score: Mapping[str, float]) -> Items:
+    """Per segment, its score (None: must be None) within ``score``, and its mask (pixels 0/1): at fp32 equal
+    except a few of the reference's ``near_ties`` (``NearTies``); at q8, where the reference is our
+    post-processing of onnxruntime's outputs, equal."""
+    items: Items = []
+    for s in result["segments"]:
+        mask = np.asarray(s["mask"], np.float64).ravel() / 255
+        ties = result.get("near_ties")
+        pixels = {"fp32": 0.0, "q8": 0.0} if ties is None else {
+            "fp32": NearTies(ties.ravel(), max(3, int(1e-3 * ties.size))), "q8": 0.0}
+        items += [((s["label"], "score", s["score"] is None), s["score"] or 0.0, score),
+                  ((s["label"], "mask", s["mask"].mode, s["mask"].size), mask, pixels)]
+    return items

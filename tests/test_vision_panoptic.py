@@ -7,11 +7,10 @@ against transformers 4.57.6.
 - The post-processing in numpy (``pipelines/segments.py``) against the processors' own
   ``post_process_instance_segmentation`` / ``post_process_semantic_segmentation`` on random queries that
   compete for the pixels; torch's unsorted ``topk`` order and ``nearest`` resize against torch.
-- End to end, fp32, both backends: the mask2former fixture (no ``featurizer=``) for the panoptic, instance
-  and semantic subtasks, and the detr_panoptic fixture's semantic one, against transformers'
-  image-segmentation pipeline on the PyTorch weights: labels equal, scores within 1e-4, masks equal
-  except pixels at a near-tie of the reference (its two best values, or a mask logit and 0, within
-  ``TIE``), counted (at most 0.1% of the image, or 3 pixels).
+- End to end: the subtasks each family has, and a batch of the mask2former fixture's fixed size. The
+  comparisons with transformers' image-segmentation pipeline (the mask2former fixture's panoptic, instance
+  and semantic subtasks, the detr_panoptic fixture's panoptic and semantic ones; masks equal except a few
+  pixels at a near-tie of the reference) are the parity suite's: tests/test_vision_dense.py::test_parity.
 """
 
 from __future__ import annotations
@@ -45,7 +44,6 @@ BACKENDS = ["mlx", "torch"]
 ALL = [n for n in NAMES if n != "large_4000x3000"]
 FEW = ["chelsea", "odd_217x333", "rgba", "tiny_1x1"]
 PHOTOS = ("chelsea", "astronaut", "coffee", "odd_217x333", "gray")
-TIE = 1e-4  # reference values this close to a decision (the two best, or a mask logit and 0) may flip
 
 
 # ---------------------------------------------------------------- the image processor
@@ -274,95 +272,6 @@ def test_label_maps_resize_a_block_of_labels_at_a_time(monkeypatch) -> None:
 @functools.cache
 def ours(fixture: str, backend: str):
     return tm.vision.image_segmentation(str(build(fixture)), backend=backend)
-
-
-@functools.cache
-def hf_pipeline(fixture: str):
-    return transformers.pipeline("image-segmentation", model=str(build(fixture)), device="cpu")
-
-
-@functools.cache
-def margins(fixture: str, name: str, threshold: float) -> dict[str, np.ndarray]:
-    """How far each pixel of the image is from a decision in transformers' post-processing of its PyTorch
-    model: the gap between the two best label maps (semantic), the two best weighted mask probabilities
-    (panoptic), and the smallest |mask logit| at the pixel's source (instance: masks are logits over 0)."""
-    pipe, picture = hf_pipeline(fixture), image(name).convert("RGB")
-    with torch.no_grad():
-        out = pipe.model(**pipe.image_processor(picture, return_tensors="pt"))
-    if fixture == "mask2former":
-        logits, masks = out.class_queries_logits[0], out.masks_queries_logits
-        masks = torch.nn.functional.interpolate(masks, size=(384, 384), mode="bilinear", align_corners=False)[0]
-    else:
-        logits, masks = out.logits[0], out.pred_masks[0]
-    size = picture.size[::-1]
-
-    def resized(maps: torch.Tensor) -> torch.Tensor:
-        return torch.nn.functional.interpolate(maps[None], size=size, mode="bilinear", align_corners=False)[0]
-
-    def gap(maps: torch.Tensor) -> np.ndarray:
-        if len(maps) < 2:
-            return np.full(size, np.inf)
-        top = torch.topk(maps, 2, dim=0).values
-        return (top[0] - top[1]).numpy()
-
-    probs = logits.softmax(-1)
-    scores, labels = probs.max(-1)
-    kept = (labels != probs.shape[-1] - 1) & (scores > threshold)
-    semantic = resized(torch.einsum("qc,qhw->chw", probs[:, :-1], masks.sigmoid()))
-    instance = torch.nn.functional.interpolate(masks.abs().min(0).values[None, None], size=size, mode="nearest")
-    panoptic = resized(masks[kept].sigmoid()) * scores[kept][:, None, None] if kept.any() else masks[:0]
-    return {"semantic": gap(semantic), "panoptic": gap(panoptic), "instance": instance[0, 0].numpy()}
-
-
-def compare_segments(got: list[dict], want: list[dict], margin: np.ndarray, where: str) -> int:
-    """Labels equal, scores within 1e-4, masks equal except near-tie pixels (counted); the pixels differing."""
-    assert [s["label"] for s in got] == [s["label"] for s in want], where
-    differ = np.zeros(margin.shape, bool)
-    for a, b in zip(got, want, strict=True):
-        if b["score"] is None:
-            assert a["score"] is None, where
-        else:
-            assert abs(a["score"] - b["score"]) <= 1e-4, where
-        assert a["mask"].mode == "L" and a["mask"].size == b["mask"].size, where
-        differ |= np.asarray(a["mask"]) != np.asarray(b["mask"])
-    assert (margin[differ] < TIE).all(), f"{where}: a pixel differs {margin[differ].max():.2e} from a decision"
-    assert differ.sum() <= max(3, 1e-3 * differ.size), f"{where}: {differ.sum()} near-tie pixels differ"
-    return int(differ.sum())
-
-
-@pytest.mark.parametrize("subtask, thresholds", [("panoptic", (0.9, 0.5)), ("instance", (0.9, 0.5, 0.3)),
-                                                 ("semantic", (None,))])
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_mask2former(backend: str, subtask: str, thresholds: tuple) -> None:
-    """The mask2former fixture with its own image processor (no featurizer=), fp32, vs transformers' pipeline.
-    Its random queries score under 0.9 as instances (the pipeline's default finds none, as transformers'):
-    lower thresholds keep several segments of several labels, painted over one another."""
-    segment = ours("mask2former", backend)
-    found, labels = 0, set()
-    for name in PHOTOS:
-        for threshold in thresholds:
-            options = {"subtask": subtask} | ({"threshold": threshold} if threshold is not None else {})
-            want = hf_pipeline("mask2former")(image(name).convert("RGB"), **options)
-            got = segment(image(name), **options)["segments"]
-            margin = margins("mask2former", name, threshold or 0.9)[subtask]
-            compare_segments(got, want, margin, f"{name} {options}")
-            found += len(want)
-            labels |= {s["label"] for s in want}
-            if subtask == "instance" and threshold == 0.5:
-                assert len(want) >= 2, f"{name}: one segment proves little"
-    assert found >= 8 and len(labels) >= 2
-
-
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_detr_semantic(backend: str) -> None:
-    """DETR's semantic subtask (the detr_panoptic fixture: its random queries all prefer one label, so each
-    image is one segment; test_query_semantic_map_is_transformers has several)."""
-    segment = ours("detr_panoptic", backend)
-    for name in PHOTOS:
-        want = hf_pipeline("detr_panoptic")(image(name).convert("RGB"), subtask="semantic")
-        got = segment(image(name), subtask="semantic")["segments"]
-        compare_segments(got, want, margins("detr_panoptic", name, 0.9)["semantic"], name)
-        assert want and all(s["score"] is None for s in got)
 
 
 def test_subtasks_each_family_has() -> None:
