@@ -13,7 +13,9 @@ batch. Engines, side by side in one process:
   processor (the saved one; torchvision, which the fast ones need, is not installed), ``batch_size=B``.
 
 Each cell is the median of ``--runs`` timed passes after a warm-up pass, in images per second, with
-its ratio to onnxruntime and to transformers. At batch 1 every image is its own call (latency, ms
+its ratio to onnxruntime and to transformers. The engines of a batch size are loaded together and
+their passes interleaved (a round is one pass of each), so that other jobs on a shared machine
+slow them alike and the ratios hold. At batch 1 every image is its own call (latency, ms
 per image); at batch 16 each engine gets ``--images`` paths in one call. Reported apart: the model
 alone on a preprocessed batch (ours: ``pipe.run_model``; transformers: its PyTorch model), and the
 image loading and preprocessing per image (ours vs transformers' slow image processor), from which
@@ -27,13 +29,14 @@ the breakdown table splits each pipeline's time into preprocessing, model and th
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import json
 import os
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +55,7 @@ MORE_ENGINES = ("mlx-cache",)  # on request: ours on mlx with MLX's buffer cache
 LABELS = {"mlx": "ours: mlx", "torch": "ours: torch", "onnxruntime": "onnxruntime", "transformers": "transformers",
           "mlx-cache": "ours: mlx, 2 GB MLX cache"}
 MLX_CACHE_BYTES = 2 << 30
+BUSY_LOAD = 3.0  # a 1-minute load average above this at the end: other jobs ran (this one makes ~2)
 MODELS = {  # benchmark model -> (task, its output the model-only cells compare)
     "vit-base": ("image-classification", "logits"),
     "clip-b32": ("zero-shot-image-classification", "logits_per_image"),
@@ -95,15 +99,14 @@ class Engine:
     """One engine for one model and batch size: ``classify(paths) -> [{label: score}]`` (batched as the
     engine batches at ``batch``), ``run_model(feeds) -> the compared output`` (numpy) and the pipeline.
 
-    ``mlx-cache`` is ``mlx`` with ``mx.set_cache_limit(2 GB)`` until ``close()``: MLX's CPU allocator keeps
-    only 32 MB of freed buffers by default, so the larger activations of a batch go back to the OS and
-    every call page-faults them in again.
+    ``mlx-cache`` is ``mlx`` with ``mx.set_cache_limit(2 GB)`` while it runs (``active()``): MLX's CPU
+    allocator keeps only 32 MB of freed buffers by default, so the larger activations of a batch go back
+    to the OS and every call page-faults them in again.
     """
 
     def __init__(self, kind: str, name: str, folder: Path, batch: int):
         self.kind, self.name, self.batch = kind, name, batch
         self.task, self.output = MODELS[name]
-        self._cache_limit = None
         backend = "mlx" if kind == "mlx-cache" else kind
         if kind == "transformers":
             import transformers
@@ -118,19 +121,20 @@ class Engine:
             if self.task == "zero-shot-image-classification":
                 options["labels"] = CANDIDATES
             self.pipe = tm.pipeline(self.task, str(folder), **options)
-        if kind == "mlx-cache":  # last: nothing above can fail with the limit raised
-            import mlx.core as mx
 
-            self._cache_limit = mx.set_cache_limit(MLX_CACHE_BYTES)
+    @contextlib.contextmanager
+    def active(self) -> Iterator[None]:
+        """Around each call: ``mlx-cache`` raises MLX's cache limit (process-wide), and puts it back after."""
+        if self.kind != "mlx-cache":
+            yield
+            return
+        import mlx.core as mx
 
-    def close(self) -> None:
-        """Restores MLX's cache limit (``mlx-cache``) and drops the freed buffers."""
-        if self._cache_limit is not None:
-            import mlx.core as mx
-
-            mx.set_cache_limit(self._cache_limit)
-            mx.clear_cache()
-            self._cache_limit = None
+        previous = mx.set_cache_limit(MLX_CACHE_BYTES)
+        try:
+            yield
+        finally:
+            mx.set_cache_limit(previous)
 
     def classify(self, paths: list[str]) -> list[dict[str, float]]:
         if self.kind == "transformers":
@@ -180,6 +184,39 @@ def timed(fn: Callable[[], Any], runs: int, budget_s: float) -> dict:
         fn()
         times.append(time.perf_counter() - t0)
     return {"median_s": statistics.median(times), "runs": len(times), "first_call_s": first, "_out": out}
+
+
+def interleaved(calls: dict[str, Callable[[], Any]], engines: dict[str, Engine], runs: int, budget_s: float,
+                verbose: bool) -> dict[str, dict]:
+    """Each engine's warm-up call (``first_call_s``, its result ``_out``), then rounds of one timed call of
+    every engine in turn, so that a change in the machine's load (other jobs) hits them alike: up to
+    ``runs`` rounds while the slowest engine's timed total is under ``budget_s``; each engine's median."""
+    cells: dict[str, dict] = {}
+    times: dict[str, list[float]] = {k: [] for k in calls}
+
+    def call(kind: str) -> tuple[float, Any]:
+        with engines[kind].active():
+            t0 = time.perf_counter()
+            out = calls[kind]()
+            return time.perf_counter() - t0, out
+
+    for kind in calls:
+        try:
+            first, out = call(kind)
+            cells[kind] = {"first_call_s": first, "_out": out}
+        except Exception as e:  # noqa: BLE001  (a failing engine is reported in its cell)
+            cells[kind] = {"error": error_cell(e, verbose)}
+    live = [k for k in calls if "error" not in cells[k]]
+    while live and len(times[live[0]]) < runs and (not times[live[0]] or max(sum(times[k]) for k in live) < budget_s):
+        for kind in list(live):
+            try:
+                times[kind].append(call(kind)[0])
+            except Exception as e:  # noqa: BLE001
+                cells[kind] = {"error": error_cell(e, verbose)}
+                live.remove(kind)
+    for kind in live:
+        cells[kind] |= {"median_s": statistics.median(times[kind]), "runs": len(times[kind])}
+    return cells
 
 
 def preprocessing(name: str, folder: Path, photos: list[str], runs: int) -> dict:
@@ -245,30 +282,32 @@ def bench(args: argparse.Namespace) -> dict:
             paths = [photos[i % len(photos)] for i in range(count)]
             feeds = model_feeds(name, folder, paths[:batch])
             row: dict[str, dict] = {}
-            outs: dict[str, list] = {}
-            model_outs: dict[str, np.ndarray] = {}
+            engines: dict[str, Engine] = {}
             for kind in kinds:
-                engine = None
                 try:
                     t0 = time.perf_counter()
-                    engine = Engine(kind, name, folder, batch)
-                    load = time.perf_counter() - t0
-                    cell = timed(lambda e=engine, p=paths: e.classify(p), args.runs, args.budget)
-                    outs[kind] = cell.pop("_out")
-                    cell |= {"images": count, "load_s": load, "images_per_s": count / cell["median_s"],
-                             "ms_per_image": 1000 * cell["median_s"] / count}
-                    model = timed(lambda e=engine, f=feeds: e.run_model(f), args.runs, args.budget)
-                    model_outs[kind] = np.asarray(model.pop("_out"), np.float32)
-                    cell["model"] = model | {"images_per_s": batch / model["median_s"]}
-                    row[kind] = cell
+                    engines[kind] = Engine(kind, name, folder, batch)
+                    row[kind] = {"load_s": time.perf_counter() - t0}
                 except Exception as e:  # noqa: BLE001  (a failing engine is reported in its cells)
                     row[kind] = {"error": error_cell(e, args.verbose)}
-                finally:
-                    if engine is not None:
-                        engine.close()
-                    del engine
-                    gc.collect()
-                print(f"  {name} batch {batch}: {kind} done", file=sys.stderr, flush=True)
+            pipes = interleaved({k: lambda e=e, p=paths: e.classify(p) for k, e in engines.items()}, engines,
+                                args.runs, args.budget, args.verbose)
+            print(f"  {name} batch {batch}: pipelines done", file=sys.stderr, flush=True)
+            models = interleaved({k: lambda e=e, f=feeds: e.run_model(f) for k, e in engines.items()}, engines,
+                                 args.runs, args.budget, args.verbose)
+            print(f"  {name} batch {batch}: models done", file=sys.stderr, flush=True)
+            outs = {k: c.pop("_out") for k, c in pipes.items() if "_out" in c}
+            model_outs = {k: np.asarray(c.pop("_out"), np.float32) for k, c in models.items() if "_out" in c}
+            for kind, cell in pipes.items():
+                if "error" in cell:
+                    row[kind] = cell
+                    continue
+                row[kind] |= cell | {"images": count, "images_per_s": count / cell["median_s"],
+                                     "ms_per_image": 1000 * cell["median_s"] / count}
+                model = models[kind]
+                row[kind]["model"] = model if "error" in model else model | {"images_per_s": batch / model["median_s"]}
+            del engines
+            gc.collect()
             _compare(row, outs, model_outs)
             entry["batches"][str(batch)] = row
         result["models"][name] = entry
@@ -281,15 +320,16 @@ def _compare(row: dict[str, dict], outs: dict[str, list], model_outs: dict[str, 
     for kind, cell in row.items():
         if "images_per_s" not in cell:
             continue
+        model = cell["model"]
         for base in ("onnxruntime", "transformers"):
             if "images_per_s" in row.get(base, {}):
                 cell[f"ratio_to_{base}"] = cell["images_per_s"] / row[base]["images_per_s"]
-                cell["model"][f"ratio_to_{base}"] = cell["model"]["images_per_s"] / row[base]["model"]["images_per_s"]
+            if "images_per_s" in model and "images_per_s" in row.get(base, {}).get("model", {}):
+                model[f"ratio_to_{base}"] = model["images_per_s"] / row[base]["model"]["images_per_s"]
         if "transformers" in outs:
             cell["scores_vs_transformers"] = scores_diff(outs[kind], outs["transformers"])
-        if "onnxruntime" in model_outs:
-            diff = np.abs(model_outs[kind] - model_outs["onnxruntime"]).max()
-            cell["model"]["max_abs_diff_vs_onnxruntime"] = float(diff)
+        if "onnxruntime" in model_outs and kind in model_outs:
+            model["max_abs_diff_vs_onnxruntime"] = float(np.abs(model_outs[kind] - model_outs["onnxruntime"]).max())
 
 
 def _wait_quiet(threshold: float, max_wait_s: float) -> float | None:
@@ -350,13 +390,19 @@ def markdown(result: dict, runs: int) -> str:
     if waited is None:
         lines += ["", "**The machine never got quiet** (load average >= the threshold for the whole wait): "
                       "other jobs shared the 2 cores, so the numbers are low and noisy; compare ratios."]
+    elif (env.get("load_average_1min_end") or 0) > BUSY_LOAD:
+        lines += ["", f"**Other jobs ran during the run** (load average {env['load_average_1min_end']} at the end; "
+                      f"this benchmark alone makes about 2): absolute numbers are low and noisy. The passes are "
+                      "interleaved, so compare ratios; PyTorch's two OpenMP threads at batch 1 (ours: torch, "
+                      "transformers) suffer most from a busy machine."]
     for name, entry in result["models"].items():
         kinds = list(next(iter(entry["batches"].values())).keys()) if entry["batches"] else []
         header = " | ".join(LABELS.get(k, k) for k in kinds)
         rule = "|---|" + "---|" * len(kinds)
         params = f", {entry['parameters'] / 1e6:.1f} M parameters" if entry.get("parameters") else ""
         lines += ["", f"## {name}{params}", "",
-                  f"Pipeline, images/s (median of up to {runs} passes after a warm-up), ratio to onnxruntime (ort) and "
+                  f"Pipeline, images/s (median of up to {runs} interleaved passes after a warm-up), ratio to "
+                  "onnxruntime (ort) and "
                   "to transformers (tf); at batch 1 also ms per image.", "",
                   f"| batch | {header} |", rule]
         for batch, row in entry["batches"].items():
@@ -377,8 +423,8 @@ def markdown(result: dict, runs: int) -> str:
         for batch, row in entry["batches"].items():
             cells = []
             for k in kinds:
-                m = row[k].get("model")
-                cells.append(row[k].get("error", "-") if m is None else
+                m = row[k].get("model", row[k])
+                cells.append(m.get("error", "-") if "images_per_s" not in m else
                              f"{m['images_per_s']:.2f}{_ratios(m)}" + (f", {m['runs']} runs" if m["runs"] < runs else ""))
             lines.append(f"| {batch} | " + " | ".join(cells) + " |")
         lines += _breakdown(entry, kinds)
@@ -422,7 +468,7 @@ def _breakdown(entry: dict, kinds: list[str]) -> list[str]:
         cells = []
         for k in kinds:
             c = row[k]
-            if "model" not in c:
+            if "images_per_s" not in c.get("model", {}):
                 cells.append("-")
                 continue
             who = "transformers" if k == "transformers" else "ours"
