@@ -1,6 +1,6 @@
-"""Depth estimation, image segmentation, background removal and image to image: parity, options, pieces.
+"""Depth estimation, image segmentation, background removal, image to image: options and pieces.
 
-The parity numbers are those of ``python -m parity vision`` (parity/vision.py) for these tasks, their rows of
+The parity numbers (tests/test_vision_parity.py) are those of ``python -m parity vision`` (parity/vision.py) for these tasks, their rows of
 parity/tasks.py and references of parity/vision_reference.py, on both backends: fp32 against the
 transformers 4.57.6 pipeline on the fixture's PyTorch weights (background removal: onnxruntime on the same
 file with transformers.js's post-processing and Pillow's bilinear resize), q8 against our post-processing
@@ -21,7 +21,7 @@ from PIL import Image
 import transmuter_mlx as tm
 from parity import runner
 from parity.tasks import PARITY
-from parity.vision import CASES, run_case
+from parity.vision import CASES
 from parity.vision_reference import NearTies, transformers_js_mask
 from tests.fixtures.images import image
 from tests.fixtures.vision_models import build
@@ -32,21 +32,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("onnxruntime")
 
-BACKENDS = ["mlx", "torch"]
-TASKS = ("depth-estimation", "image-segmentation", "background-removal", "image-to-image")
 IMAGES = ("chelsea", "odd_217x333", "gray")
-
-
-@pytest.mark.parametrize("variant", ["fp32", "q8"])
-@pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("task", TASKS)
-def test_parity(task: str, backend: str, variant: str) -> None:
-    failed = []
-    for case in (c for c in CASES if c.task == task):
-        outcome = run_case(case, backend, variant)
-        if not outcome.passed:
-            failed.append(f"{case.id}: diff {outcome.max_abs_diff:.2e}, agree {outcome.agree} {outcome.detail}")
-    assert not failed, failed
 
 
 def test_tolerances_are_the_specs() -> None:
