@@ -44,6 +44,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# transmuter_mlx loads OpenBLAS globally for MLX, and PyTorch's sgemm_ then resolves to it: PyTorch's OpenMP
+# threads, spinning while OpenBLAS's threads work (and the reverse), slow its batch-1 calls ~3x on 2 cores.
+# Passive OpenMP threads give PyTorch (transformers, ours: torch) its speed in a process of its own.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import numpy as np  # noqa: E402
 from _report import environment, error_cell  # noqa: E402
@@ -348,6 +352,7 @@ def _wait_quiet(threshold: float, max_wait_s: float) -> float | None:
 
 def _environment() -> dict:
     env = environment(("mlx", "torch", "onnxruntime", "transformers", "numpy", "PIL"))
+    env["omp_wait_policy"] = os.environ.get("OMP_WAIT_POLICY")
     try:
         env["torch_threads"] = __import__("torch").get_num_threads()
     except Exception:  # noqa: BLE001
@@ -386,6 +391,11 @@ def markdown(result: dict, runs: int) -> str:
         f"torch {env.get('torch')} ({env.get('torch_threads')} threads), onnxruntime {env.get('onnxruntime')}, "
         f"transformers {env.get('transformers')}, Pillow {env.get('PIL')}, numpy {env.get('numpy')}. "
         f"MLX BLAS: {blas}.",
+        "",
+        "PyTorch (ours: torch, transformers) runs in a process that imported transmuter_mlx, whose OpenBLAS, "
+        "loaded globally for MLX, also takes PyTorch's `sgemm_`; with spinning OpenMP threads (the default) the "
+        "two thread pools fight over the 2 cores at batch 1, so the benchmark runs with "
+        f"`OMP_WAIT_POLICY={env.get('omp_wait_policy')}` (see benchmarks/README.md).",
     ]
     if waited is None:
         lines += ["", "**The machine never got quiet** (load average >= the threshold for the whole wait): "
