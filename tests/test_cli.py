@@ -171,3 +171,19 @@ def test_question_answering_on_a_fixture(capsys) -> None:
     [line] = capsys.readouterr().out.splitlines()
     [answer] = json.loads(line)["results"]
     assert set(answer) == {"text", "start", "end", "score"}
+
+
+def test_speech_in_results_is_written_as_wav(tmp_path) -> None:
+    """A text-to-speech result ({"audio", "sampling_rate"}) becomes a float WAV at its rate, read back exactly."""
+    import numpy as np
+    import soundfile
+
+    from transmuter_mlx.__main__ import media_to_files
+
+    samples = np.sin(np.linspace(0, 50, 1600)).astype(np.float32)
+    written = media_to_files([{"audio": samples, "sampling_rate": 16000}], str(tmp_path), "0")
+    assert written == [{"audio": str(tmp_path / "0-0.wav"), "sampling_rate": 16000}]
+    read, rate = soundfile.read(written[0]["audio"], dtype="float32")
+    assert rate == 16000 and np.array_equal(read, samples)
+    with pytest.raises(ValueError, match="hold audio: give --output DIR"):
+        media_to_files({"audio": samples, "sampling_rate": 16000}, None, "0")

@@ -131,14 +131,14 @@ def test_cli_prints_json(capsys) -> None:
 def test_cli_writes_images_in_results(tmp_path) -> None:
     from PIL import Image
 
-    from transmuter_mlx.__main__ import images_to_files
+    from transmuter_mlx.__main__ import media_to_files
 
     result = {"segments": [{"label": "a", "mask": Image.new("L", (3, 2), 255)}], "score": 1.0}
-    written = images_to_files(result, str(tmp_path), "0")
+    written = media_to_files(result, str(tmp_path), "0")
     assert written == {"segments": [{"label": "a", "mask": str(tmp_path / "0-segments-0-mask.png")}], "score": 1.0}
     assert np.asarray(Image.open(written["segments"][0]["mask"])).tolist() == [[255] * 3] * 2
     with pytest.raises(ValueError, match="--output DIR"):
-        images_to_files(result, None, "0")
+        media_to_files(result, None, "0")
 
 
 def test_siglip_label_text_is_what_siglip_tokenizer_encodes(tmp_path) -> None:

@@ -14,8 +14,9 @@ are printed as JSON, one line per input (arrays as lists). How a task reads its 
 flags (``--question``, ``--labels``, ``--query``, ``--pair``, ...) is the ``command_line`` of its row
 in the task table (transmuter_mlx/pipelines/command_line.py); this module has no per-task code.
 Task options go in ``--option key=value`` (the value is parsed as JSON when it can be).
-An image task's INPUTs are image paths or URLs; the images in its results (a depth map, masks, an
-upscaled image) are written as PNG files to ``--output DIR`` and printed as their paths.
+An image task's INPUTs are image paths or URLs, an audio task's audio files; the images in its
+results (a depth map, masks, an upscaled image) are written as PNG files to ``--output DIR``, and
+synthesized speech as WAV files, and printed as their paths.
 ``--stream`` (the generation tasks) prints each input's text as it is generated, a line per input.
 When the reader of stdout goes away (``... --stream | head -c 5``), the command stops its decoding and
 exits quietly with 141 (128 + SIGPIPE, what a shell reports for a tool that SIGPIPE ended).
@@ -59,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--stream", action="store_true", help=f"{streaming}: print the generated text as it comes")
     parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", help="a task option")
     parser.add_argument("--output", metavar="DIR",
-                        help="where images in results (depth maps, masks, upscaled images) go, as PNG files")
+                        help="where images (depth maps, masks, upscaled images) and speech in results go, as PNG and WAV files")
     for flag, tasks in task_flags().items():
         parser.add_argument(f"--{flag.name}", metavar=flag.metavar, help=f"{', '.join(tasks)}: {flag.help}")
     return parser
@@ -187,22 +188,33 @@ def common_options(args: argparse.Namespace) -> dict[str, Any]:
     return options
 
 
-def images_to_files(value: Any, folder: str | None, stem: str) -> Any:
-    """``value`` with each PIL image in it written to ``folder`` as ``<stem>.png`` (``stem`` grows with the keys
-    and list positions that lead to the image: ``0-segments-1-mask.png``) and replaced by the file's path;
-    a ValueError when there is an image and no folder."""
+def media_to_files(value: Any, folder: str | None, stem: str) -> Any:
+    """``value`` with each PIL image in it written to ``folder`` as ``<stem>.png``, and each audio result
+    (``{"audio": samples, "sampling_rate": n}``) as ``<stem>.wav`` (``stem`` grows with the keys and list
+    positions that lead to it: ``0-segments-1-mask.png``), replaced by the file's path; a ValueError when
+    there is one and no folder."""
+    if isinstance(value, dict) and isinstance(value.get("audio"), np.ndarray) and "sampling_rate" in value:
+        import soundfile
+
+        path = _output_path(folder, f"{stem}.wav", "audio", "WAV")
+        soundfile.write(path, value["audio"], int(value["sampling_rate"]), subtype="FLOAT")
+        return {**value, "audio": path}
     if isinstance(value, dict):
-        return {k: images_to_files(v, folder, f"{stem}-{k}") for k, v in value.items()}
+        return {k: media_to_files(v, folder, f"{stem}-{k}") for k, v in value.items()}
     if isinstance(value, list):
-        return [images_to_files(v, folder, f"{stem}-{i}") for i, v in enumerate(value)]
+        return [media_to_files(v, folder, f"{stem}-{i}") for i, v in enumerate(value)]
     if hasattr(value, "save") and hasattr(value, "mode") and hasattr(value, "size"):  # a PIL image
-        if folder is None:
-            raise ValueError("the results of this task hold images: give --output DIR to write them as PNG files")
-        os.makedirs(folder, exist_ok=True)
-        path = os.path.join(folder, f"{stem}.png")
+        path = _output_path(folder, f"{stem}.png", "images", "PNG")
         value.save(path)
         return path
     return value
+
+
+def _output_path(folder: str | None, name: str, what: str, kind: str) -> str:
+    if folder is None:
+        raise ValueError(f"the results of this task hold {what}: give --output DIR to write them as {kind} files")
+    os.makedirs(folder, exist_ok=True)
+    return os.path.join(folder, name)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -228,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
             return print_streams(pipe, inputs)
         printed = command_lines()[task].printed
         for index, result in enumerate(pipe(inputs)):
-            result = images_to_files(printed(result), args.output, str(index))
+            result = media_to_files(printed(result), args.output, str(index))
             print(json.dumps(result, default=to_json, ensure_ascii=False, indent=2 if args.pretty else None))
             sys.stdout.flush()
     except BrokenPipeError:  # the reader of stdout went away (| head): stop quietly, as Unix tools do

@@ -19,8 +19,10 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
+    "AUDIO",
     "GENERATED_TEXTS",
     "IMAGES",
+    "LABELLED_AUDIO",
     "LABELLED_IMAGES",
     "LABELLED_TEXTS",
     "PAIRED_TEXTS",
@@ -138,3 +140,5 @@ LABELLED_TEXTS = CommandLine(flags=(LABELS,))
 GENERATED_TEXTS = CommandLine(streams=True)
 IMAGES = CommandLine()  # each INPUT is an image: a path or a URL
 LABELLED_IMAGES = CommandLine(flags=(LABELS,))
+AUDIO = CommandLine(streams=True)  # each INPUT is an audio file; speech recognition streams its text
+LABELLED_AUDIO = CommandLine(flags=(LABELS,))
