@@ -71,6 +71,8 @@ REMAP: dict[str, str] = {
     "nat": "vit",
     # image-text towers
     "chinese_clip": "clip",
+    # audio classifiers
+    "audio-spectrogram-transformer": "ast",
     # detectors: DETR's softmax per query, RT-DETR's sigmoid per query and class; open-vocabulary ones
     "yolos": "detr",
     "rt_detr_v2": "rt_detr",
