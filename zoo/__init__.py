@@ -114,6 +114,15 @@ REMAP: dict[str, str] = {
     "pegasus": "bart",
     "blenderbot": "bart",
     "blenderbot-small": "bart",
+    # speech encoders with a CTC head (raw audio in, per-frame logits out)
+    "hubert": "wav2vec2",
+    "wavlm": "wav2vec2",
+    "unispeech": "wav2vec2",
+    "unispeech-sat": "wav2vec2",
+    "data2vec-audio": "wav2vec2",
+    "wav2vec2-conformer": "wav2vec2",
+    "sew": "wav2vec2",
+    "sew-d": "wav2vec2",
 }
 
 
