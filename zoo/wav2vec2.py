@@ -24,7 +24,7 @@ from ._base import HeadArgs
 
 #: the ONNX file by role (``onnx/model.onnx`` and its variants)
 FILES = {"model": ("model",)}
-TASKS = frozenset({"automatic-speech-recognition"})
+TASKS = frozenset({"automatic-speech-recognition", "audio-classification"})
 DEFAULT_VARIANT = None
 #: the recognizer of ``automatic-speech-recognition`` (pipelines/audio_speech.RECOGNIZERS): greedy CTC
 SPEECH_RECOGNIZER = "ctc"
