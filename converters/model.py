@@ -18,7 +18,8 @@ from .backends import Backend, get_backend
 from .errors import InputError, ModelLoadError
 from .functions import expand_functions
 from .fusion import fuse
-from .graph import Executable, Program
+from .graph import Executable, Interpreter, Program, _all_nodes
+from .ops.random import FIXED, RANDOM_OPS, draws
 from .ops.registry import normalize_domain
 from .values import is_host, np_dtype
 
@@ -68,6 +69,8 @@ class Model:
         # exported GELU/attention chains as single fused nodes (in place in a proto of our own)
         proto, opsets = fuse(proto, opsets, in_place=owned or proto is not given)
         self.program = Program(proto.graph, opsets)
+        # whether a call's result depends on random draws (``seed``/``noise`` of ``__call__``)
+        self.random = any(n.op_type in RANDOM_OPS for n in _all_nodes(proto.graph))
         if dtype is not None:
             _cast_float_initializers(self.program, np.dtype(dtype))
         self.program.share_weights(backend)  # one copy of each weight: the device's (a view on the host)
@@ -83,7 +86,7 @@ class Model:
         self._lock = threading.Lock()  # the signature cache is shared by the threads that call the model
 
     def __call__(self, feeds: Mapping[str, Any], *, unchecked: Collection[str] = (),
-                 compile: bool | str | None = None) -> dict[str, Any]:
+                 compile: bool | str | None = None, seed: int | None = None, noise: bool = True) -> dict[str, Any]:
         """Run the model on ``feeds`` (numpy or backend arrays); returns backend arrays by name.
 
         Index inputs (token ids, position ids...) are checked before the device reads them: an
@@ -93,10 +96,28 @@ class Model:
         ``compile`` overrides the model's setting for a signature planned by this call: ``"on_reuse"`` for a
         shape that may be used only once (a step of a cache that grows): traced at its second call, so a
         one-off shape never pays for a trace.
+
+        ``seed`` and ``noise`` decide the draws of a model with random operators (``self.random``; other
+        models ignore them). ``noise=False``: each gives a fixed value, not a draw (normal: its mean, uniform:
+        its upper bound, see ``ops/random.py``), so the call is deterministic and compiles as usual. A ``seed``:
+        they draw from one generator seeded with it, so that the same seed gives the same result; such a call
+        runs uncompiled (its draws are new values at every call, which a compiled replay would hold fixed).
+        Neither: each unseeded generator draws once per input signature.
         """
         arrays, host = self._check_feeds(feeds)
         self.backend.prepare_thread()
+        if self.random and noise and seed is not None:
+            with draws(np.random.default_rng(_check_seed(seed))):
+                out = Interpreter(self.program, self.backend, sync=True).run(arrays)
+            return {n: self._to_backend(v) for n, v in out.items()}
         key = tuple((n, _signature(a, self.backend)) for n, a in arrays.items())
+        if self.random and not noise:
+            with draws(FIXED):  # fixed values are constants of the signature: planned and compiled apart
+                return self._run(key + (("noise", False),), arrays, host, unchecked, compile)
+        return self._run(key, arrays, host, unchecked, compile)
+
+    def _run(self, key: tuple, arrays: dict[str, Any], host: dict[str, np.ndarray], unchecked: Collection[str],
+             compile: bool | str | None) -> dict[str, Any]:
         exe, first = self._executable(key, arrays, self.compile if compile is None else compile)
         exe.check_on_host(arrays, host, frozenset(unchecked))
         out = first if first is not None else exe(arrays)
@@ -346,6 +367,12 @@ def _shape_str(info: TensorInfo) -> str:
 
 def _expected(info: TensorInfo | None) -> str:
     return "a tensor" if info is None else f"a tensor of {info.dtype} {_shape_str(info)}"
+
+
+def _check_seed(seed: Any) -> int:
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
+        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+    return int(seed)
 
 
 def _check_max_signatures(value: int | None) -> int:
