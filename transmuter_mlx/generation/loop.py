@@ -85,25 +85,27 @@ def generate(
     max_position_embeddings: int | None = None,
     on_step: Callable[[list[list[int]]], None] | None = None,
     max_length_cap: int | None = None,
+    processors: Sequence[Any] = (),
 ) -> Generated:
     """Run ``config`` (its ``mode``) over ``prompts`` (decoder inputs, one per input).
 
     ``decode(tokens) -> str`` is needed for ``stop_strings``. ``on_step(new_tokens)`` is called after
     each step with every row's new tokens so far (greedy and sampling; for streaming).
     ``max_length_cap`` caps every row's length, prompt included (the model's context, see
-    ``generation/context.py``): a session never reserves room for more.
+    ``generation/context.py``): a session never reserves room for more. ``processors`` run after those of
+    ``config`` (a family's own, such as Whisper's timestamp rules, as transformers appends custom processors).
     """
     prompts = [[int(t) for t in p] for p in prompts]
     if config.stop_strings and decode is None:
         raise ValueError("stop_strings need a decode function (the tokenizer's decode)")
     if config.mode == "beam":
         return _beam(session, prompts, config, decode, _bounds(prompts, config, max_position_embeddings,
-                                                               max_length_cap))
+                                                               max_length_cap), processors)
     copies = config.num_return_sequences if config.mode == "sample" else 1
     rows = [p for p in prompts for _ in range(copies)]
     bounds = _bounds(rows, config, max_position_embeddings, max_length_cap)
     info = Rows([list(p) for p in rows], [len(p) for p in rows], [b[0] for b in bounds], [b[1] for b in bounds])
-    chain = build_processors(config)
+    chain = [*build_processors(config), *processors]
     keys = None
     if config.mode == "sample":
         keys = RowKeys([config.seed] * len(rows), [(j, copies) for _ in prompts for j in range(copies)])
@@ -177,7 +179,8 @@ def _log_softmax(B: Any, x: Any) -> Any:
 
 
 def _beam(session: DecoderSession, prompts: list[list[int]], config: GenerationConfig,
-          decode: Callable[[list[int]], str] | None, bounds: list[tuple[int, int]]) -> Generated:
+          decode: Callable[[list[int]], str] | None, bounds: list[tuple[int, int]],
+          processors: Sequence[Any] = ()) -> Generated:
     n = config.num_beams
     stop = None
     if config.stop_strings:
@@ -186,7 +189,7 @@ def _beam(session: DecoderSession, prompts: list[list[int]], config: GenerationC
     search = BeamSearch([len(p) for p in prompts], [b[0] for b in bounds], n, config.eos_ids,
                         config.length_penalty, config.early_stopping, config.num_return_sequences,
                         config.pad_id, stop)
-    chain = build_processors(config)
+    chain = [*build_processors(config), *processors]
     rows = [p for p in prompts for _ in range(n)]
     info = Rows([list(p) for p in rows], [len(p) for p in rows], [bounds[r // n][0] for r in range(len(rows))],
                 [bounds[r // n][1] for r in range(len(rows))])
