@@ -193,6 +193,19 @@ class EncoderPipeline(Pipeline):
             out[name] = array.astype(np.float32) if floating else array
         return out
 
+    def declared_feeds(self, feeds: Mapping[str, np.ndarray], source: str = "the processor") -> dict[str, np.ndarray]:
+        """``feeds`` restricted to the graph's inputs, each cast to the dtype the graph declares (fp16 files take
+        fp16); a ValueError when the graph takes an input that ``source`` does not give."""
+        declared = {i.name: i.dtype for i in self.model.inputs}
+        missing = [n for n in declared if n not in feeds]
+        if missing:
+            raise ValueError(
+                f"{self.task}: the ONNX graph of {self.repo.name} takes {missing}, which {source} "
+                f"does not give (it gives {sorted(feeds)})"
+            )
+        return {n: v.astype(declared[n], copy=False) if declared[n] is not None else v
+                for n, v in feeds.items() if n in declared}
+
     def output(self, outputs: Mapping[str, np.ndarray], name: str) -> np.ndarray:
         """Output ``name`` of one row; a ValueError when the graph has no such output."""
         if name not in outputs:

@@ -50,16 +50,7 @@ class ImagePipeline(EncoderPipeline):
 
     def run_model(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """The model on one batch; each feed cast to the dtype the graph declares (fp16 files take fp16)."""
-        declared = {i.name: i.dtype for i in self.model.inputs}
-        missing = [n for n in declared if n not in feeds]
-        if missing:
-            raise ValueError(
-                f"{self.task}: the ONNX graph of {self.repo.name} takes {missing}, which the image processor "
-                f"does not give (it gives {sorted(feeds)})"
-            )
-        cast = {n: v.astype(declared[n], copy=False) if declared[n] is not None else v
-                for n, v in feeds.items() if n in declared}
-        return super().run_model(cast)
+        return super().run_model(self.declared_feeds(feeds, "the image processor"))
 
 
 def image_rows(prepared: list[Prepared]) -> list[ImageFeatures]:

@@ -1,0 +1,164 @@
+"""The audio feature extractors against transformers 4.57.6's own, on real speech (tests.fixtures.speech).
+
+Tolerances: transformers computes Whisper's log-mel with torch when torch is installed (float32 FFT,
+MKL) and with numpy otherwise (float64 FFT); our spectrogram is the numpy one, vectorised, and equals it
+exactly (asserted at 1e-6). transformers' two paths differ from each other by up to 6.2e-5 on the
+synthesized minute and 1.4e-5 on the recorded clip (the float32 FFT's rounding), so the torch path is
+asserted at 1e-4. wav2vec2's normalisation is the same float32 arithmetic (asserted at 1e-6).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.fixtures.speech import speech
+from transmuter_mlx.processors.audio import AudioFeatures, AudioProcessor
+
+transformers = pytest.importorskip("transformers")
+
+
+@pytest.fixture(scope="module")
+def beckett() -> np.ndarray:
+    wave, rate = speech("beckett")
+    assert rate == 16000
+    return wave
+
+
+@pytest.fixture(scope="module")
+def long() -> np.ndarray:
+    wave, rate = speech("long")
+    assert rate == 16000 and len(wave) > 30 * rate
+    return wave
+
+
+def _ours(reference) -> AudioProcessor:
+    """Our processor of a transformers feature extractor's saved config."""
+    return AudioProcessor.from_config(reference.to_dict())
+
+
+def _whisper(bins: int):
+    return transformers.WhisperFeatureExtractor(feature_size=bins)
+
+
+# ---------------------------------------------------------------------- Whisper
+TORCH_TOLERANCE = 1e-4  # against transformers' torch path (see the module docstring); 6.2e-5 measured
+
+
+def _check_whisper(got: np.ndarray, wave: np.ndarray, reference, length: int | None = 480000) -> None:
+    """``got`` against both transformers paths: numpy (exact) and torch (its float32 FFT)."""
+    if length is None:  # long-form: the whole clip
+        expected = reference(wave, sampling_rate=16000, truncation=False, padding="longest",
+                             return_attention_mask=True, return_tensors="np")["input_features"][0]
+        padded = wave
+    else:
+        expected = reference(wave, sampling_rate=16000, return_tensors="np")["input_features"][0]
+        padded = np.zeros(length, np.float32)
+        padded[: min(len(wave), length)] = wave[:length]
+    assert got.dtype == np.float32 and got.shape == expected.shape
+    assert np.abs(got - expected).max() <= TORCH_TOLERANCE
+    numpy_path = reference._np_extract_fbank_features(padded[None], "cpu")[0]
+    assert np.abs(got - numpy_path).max() <= 1e-6
+
+
+@pytest.mark.parametrize("bins", [80, 128])
+def test_whisper_matches_transformers_on_speech(beckett: np.ndarray, long: np.ndarray, bins: int) -> None:
+    reference = _whisper(bins)
+    ours = _ours(reference)
+    assert np.abs(ours.mel_filters - reference.mel_filters).max() == 0.0
+    for wave in (beckett, long):
+        got = ours.features(wave)
+        assert set(got) == {"input_features"} and got["input_features"].shape == (bins, 3000)
+        _check_whisper(got["input_features"], wave, reference)
+
+
+def test_whisper_long_form_matches_the_pipelines_call(long: np.ndarray) -> None:
+    """Audio over 30 s: transformers' pipeline featurizes it whole (truncation=False, padding="longest")."""
+    reference = _whisper(80)
+    got = _ours(reference).long_features(long)
+    assert got["input_features"].shape == (80, len(long) // 160)
+    _check_whisper(got["input_features"], long, reference, None)
+    expected = reference(long, sampling_rate=16000, truncation=False, padding="longest",
+                         return_attention_mask=True, return_tensors="np")
+    assert got["attention_mask"].dtype == np.int32
+    np.testing.assert_array_equal(got["attention_mask"], expected["attention_mask"][0])
+
+
+@pytest.mark.parametrize("seconds", [0.5, 30.0, 31.3])
+def test_whisper_short_exact_and_truncated_clips(beckett: np.ndarray, seconds: float) -> None:
+    """Padded or truncated to 30 s; the frame mask is what the pipeline's ``return_attention_mask=True`` gives."""
+    reference = _whisper(80)
+    ours = _ours(reference)
+    n = int(seconds * 16000)
+    wave = np.resize(beckett, n)  # the clip repeated to n samples
+    _check_whisper(ours.features(wave)["input_features"], wave, reference)
+    expected = reference(wave, sampling_rate=16000, return_attention_mask=True, return_tensors="np")
+    mask = ours.frame_mask(min(n, ours.n_samples), ours.n_samples)
+    np.testing.assert_array_equal(mask, expected["attention_mask"][0])
+    assert mask.sum() == -(-min(n, 480000) // 160) and ours.num_frames(n) == n // 160
+
+
+def test_whisper_batches_clips_of_any_length(beckett: np.ndarray) -> None:
+    ours = _ours(_whisper(80))
+    assert ours.fixed_size and ours.kind == "audio" and ours.sampling_rate == 16000
+    rows = [ours.preprocess(beckett[:n], index=i)[0] for i, n in enumerate((8000, 16000, 159414))]
+    assert {ours.bucket(r) for r in rows} == {(80, 3000)}
+    assert [r.num_samples for r in rows] == [8000, 16000, 159414] and [r.owner for r in rows] == [0, 1, 2]
+    feeds = ours.collate(rows, (80, 3000))
+    assert list(feeds) == ["input_features"] and feeds["input_features"].shape == (3, 80, 3000)
+    np.testing.assert_array_equal(feeds["input_features"][1], rows[1].feeds["input_features"])
+
+
+# ---------------------------------------------------------------------- wav2vec2 / Moonshine
+@pytest.mark.parametrize("normalize,mask", [(True, False), (True, True), (False, True)])
+def test_wav2vec2_matches_transformers(beckett: np.ndarray, normalize: bool, mask: bool) -> None:
+    reference = transformers.Wav2Vec2FeatureExtractor(do_normalize=normalize, return_attention_mask=mask)
+    ours = _ours(reference)
+    for wave in (beckett, beckett[:1], beckett[:16000] * 0.01):
+        got = ours.features(wave)
+        expected = reference(wave, sampling_rate=16000, return_tensors="np")
+        assert set(got) == set(expected)
+        assert got["input_values"].dtype == np.float32 and got["input_values"].shape == wave.shape
+        assert np.abs(got["input_values"] - expected["input_values"][0]).max() <= 1e-6
+        if mask:
+            np.testing.assert_array_equal(got["attention_mask"], expected["attention_mask"][0])
+    if normalize:  # zero mean, unit variance: the real numbers, not only agreement
+        values = ours.features(beckett)["input_values"].astype(np.float64)
+        assert abs(values.mean()) < 1e-5 and abs(values.std() - 1) < 1e-4
+
+
+def test_wav2vec2_batches_only_clips_of_one_length(beckett: np.ndarray) -> None:
+    ours = AudioProcessor.from_config({"feature_extractor_type": "Wav2Vec2FeatureExtractor",
+                                       "return_attention_mask": True})
+    assert not ours.fixed_size
+    a, b, c = (ours.preprocess(beckett[:n], index=i)[0] for i, n in enumerate((4000, 4000, 5000)))
+    assert ours.bucket(a) == ours.bucket(b) == (4000,) != ours.bucket(c)
+    feeds = ours.collate([a, b], (4000,))
+    assert feeds["input_values"].shape == feeds["attention_mask"].shape == (2, 4000)
+    with pytest.raises(ValueError, match="cannot share the batch"):
+        ours.collate([a, c], (4000,))
+
+
+def test_moonshine_takes_the_raw_samples(beckett: np.ndarray) -> None:
+    """Moonshine's repositories name Wav2Vec2FeatureExtractor with do_normalize false: the samples as they are."""
+    reference = transformers.Wav2Vec2FeatureExtractor(do_normalize=False, return_attention_mask=True)
+    ours = _ours(reference)
+    np.testing.assert_array_equal(ours.features(beckett)["input_values"], beckett)
+
+
+# ---------------------------------------------------------------------- dispatch
+def test_config_dispatch_and_errors() -> None:
+    with pytest.raises(ValueError, match="names no feature_extractor_type"):
+        AudioProcessor.from_config({}, "automatic-speech-recognition")
+    with pytest.raises(ValueError, match="'FooFeatureExtractor' is not supported; supported: .*Whisper"):
+        AudioProcessor.from_config({"feature_extractor_type": "FooFeatureExtractor"})
+    whisper = AudioProcessor.from_config({"feature_extractor_type": "WhisperFeatureExtractor",
+                                          "sampling_rate": None, "feature_size": 128})
+    assert whisper.sampling_rate == 16000 and whisper.feature_size == 128
+
+
+def test_preprocess_names_the_input_of_bad_audio() -> None:
+    ours = AudioProcessor.from_config({"feature_extractor_type": "WhisperFeatureExtractor"}, "my-task")
+    with pytest.raises(ValueError, match="my-task: input 2: the audio is empty"):
+        ours.preprocess(np.zeros(0, np.float32), 2)
+    assert isinstance(ours.preprocess(np.zeros(300, np.float32), 0)[0], AudioFeatures)
