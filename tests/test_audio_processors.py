@@ -146,6 +146,90 @@ def test_moonshine_takes_the_raw_samples(beckett: np.ndarray) -> None:
     np.testing.assert_array_equal(ours.features(beckett)["input_values"], beckett)
 
 
+# ---------------------------------------------------------------------- AST
+@pytest.mark.parametrize("samples", [400, 1000, 159414, None])  # one frame .. the 1024-frame window .. a minute
+def test_ast_matches_transformers(beckett: np.ndarray, long: np.ndarray, samples: int | None) -> None:
+    """transformers' numpy fbank (torchaudio is not installed; with it transformers calls Kaldi's fbank)."""
+    reference = transformers.ASTFeatureExtractor()
+    ours = _ours(reference)
+    wave = long if samples is None else beckett[:samples]
+    got = ours.features(wave)
+    expected = reference(wave, sampling_rate=16000, return_tensors="np")
+    assert got["input_values"].shape == (1024, 128) and got["input_values"].dtype == np.float32
+    assert np.abs(got["input_values"] - expected["input_values"][0]).max() <= 1e-5
+    assert ours.fixed_size and ours.bucket(ours.preprocess(wave, 0)[0]) == (1024, 128)
+
+
+def test_ast_small_config_and_too_short_clip(beckett: np.ndarray) -> None:
+    reference = transformers.ASTFeatureExtractor(num_mel_bins=32, max_length=64, do_normalize=False)
+    ours = _ours(reference)
+    got = ours.features(beckett)["input_values"]
+    assert got.shape == (64, 32)
+    assert np.abs(got - reference(beckett, sampling_rate=16000, return_tensors="np")["input_values"][0]).max() <= 1e-5
+    with pytest.raises(ValueError, match="input 5: .*399 samples, fewer than one 25 ms frame"):
+        ours.preprocess(beckett[:399], 5)
+
+
+# ---------------------------------------------------------------------- CLAP
+@pytest.fixture(scope="module")
+def beckett_48k() -> np.ndarray:
+    wave, rate = speech("beckett_48k")
+    assert rate == 48000
+    return wave
+
+
+@pytest.mark.parametrize("truncation", ["fusion", "rand_trunc"])
+@pytest.mark.parametrize("clip", ["short", "exact", "long"])
+def test_clap_matches_transformers(beckett_48k: np.ndarray, monkeypatch, truncation: str, clip: str) -> None:
+    """Within 1e-3 dB (7.6e-6 measured: the bilinear shrink of fusion); transformers' random crops are
+    pinned to the first start of each range, which is what ours takes."""
+    reference = transformers.ClapFeatureExtractor(truncation=truncation)
+    ours = _ours(reference)
+    wave = {"short": beckett_48k[:48000], "exact": np.resize(beckett_48k, 480000),
+            "long": np.resize(beckett_48k, 48000 * 23 + 123)}[clip]
+    monkeypatch.setattr(np.random, "choice", lambda options: options[0])
+    monkeypatch.setattr(np.random, "randint", lambda low, high=None: 0)
+    got = ours.features(wave)
+    expected = reference(wave, sampling_rate=48000, return_tensors="np")
+    views = 4 if truncation == "fusion" else 1
+    assert got["input_features"].shape == (views, 1001, 64) and got["input_features"].dtype == np.float32
+    assert np.abs(got["input_features"] - expected["input_features"][0]).max() <= 1e-3
+    np.testing.assert_array_equal(got["is_longer"], expected["is_longer"][0])
+    assert got["is_longer"].tolist() == [truncation == "fusion" or clip == "long"]
+    if truncation == "fusion" and clip == "long":  # four different views: the shrunk whole and three crops
+        assert len({float(v.sum()) for v in got["input_features"]}) == 4
+
+
+@pytest.mark.parametrize("padding", ["repeat", "repeatpad", "pad"])
+def test_clap_paddings_batch(beckett_48k: np.ndarray, padding: str) -> None:
+    reference = transformers.ClapFeatureExtractor(padding=padding, truncation="rand_trunc")
+    ours = _ours(reference)
+    rows = [ours.preprocess(beckett_48k[:n], i)[0] for i, n in enumerate((30000, 100000))]
+    for row in rows:
+        wave = beckett_48k[: row.num_samples]
+        expected = reference(wave, sampling_rate=48000, return_tensors="np")["input_features"][0]
+        assert np.abs(row.feeds["input_features"] - expected).max() <= 1e-3
+    feeds = ours.collate(rows, ours.bucket(rows[0]))
+    assert feeds["input_features"].shape == (2, 1, 1001, 64) and feeds["is_longer"].shape == (2, 1)
+
+
+# ---------------------------------------------------------------------- SpeechT5
+@pytest.mark.parametrize("normalize", [False, True])
+def test_speecht5_matches_transformers(beckett: np.ndarray, normalize: bool) -> None:
+    reference = transformers.SpeechT5FeatureExtractor(do_normalize=normalize)
+    ours = _ours(reference)
+    got = ours.features(beckett)
+    expected = reference(audio=beckett, sampling_rate=16000, return_tensors="np")
+    assert set(got) == set(expected) == {"input_values", "attention_mask"}
+    assert np.abs(got["input_values"] - expected["input_values"][0]).max() <= 1e-6
+    np.testing.assert_array_equal(got["attention_mask"], expected["attention_mask"][0])
+    target = ours.target_features(beckett)
+    expected = reference(audio_target=beckett, sampling_rate=16000, return_tensors="np")
+    assert target["input_values"].shape == (623, 80)
+    assert np.abs(target["input_values"] - expected["input_values"][0]).max() <= 1e-5
+    np.testing.assert_array_equal(target["attention_mask"], expected["attention_mask"][0])
+
+
 # ---------------------------------------------------------------------- dispatch
 def test_config_dispatch_and_errors() -> None:
     with pytest.raises(ValueError, match="names no feature_extractor_type"):
