@@ -19,9 +19,11 @@ What transformers' audio pipelines accept, and how it differs here:
   integers as they are, which no model was trained on); other dtypes are a TypeError;
 - a dict ``{"raw" or "array": samples, "sampling_rate": sr}`` (the ``datasets`` form) is resampled to the
   model's rate with soxr (quality ``"HQ"``); transformers resamples with torchaudio's windowed-sinc
-  ``functional.resample`` (and fails without torchaudio). Both are band-limited resamplers: they agree to
-  about 1e-3 on speech (see tests/test_audio_input.py), not bit for bit. Other keys (``path``, the CTC
-  pipeline's ``stride``) are left to the pipeline;
+  ``functional.resample`` (and fails without torchaudio). Both are band-limited resamplers, not bit for bit
+  the same: on speech from 48 to 16 kHz their spectra below 7 kHz agree within 0.4% and 99% of the samples
+  within 5e-4; they differ most near the new Nyquist frequency, where their filters roll off differently
+  (8e-3 at most on a clip peaking at 0.29; tests/test_audio_input.py measures it against a transcription
+  of torchaudio's kernel). Other keys (``path``, the CTC pipeline's ``stride``) are left to the pipeline;
 - a path, an http(s) URL or encoded bytes are decoded with libsndfile (soundfile: WAV, FLAC, OGG/Vorbis,
   Opus, MP3 with libsndfile >= 1.1), downmixed to mono (the mean of the channels, as ffmpeg's ``-ac 1``)
   and resampled with soxr; another format goes through ffmpeg when it is installed (``f32le`` mono at the
@@ -75,7 +77,7 @@ def load_audio(item: Any, sampling_rate: int, task: str = "", index: int = 0) ->
         samples, rate = _from_dict(item, where)
         return _check(resample(_as_float(samples, where), rate, sampling_rate), where)
     if isinstance(item, (bytes, bytearray, memoryview)):
-        return _check(_decode(bytes(item), sampling_rate, where, "the audio bytes"), where)
+        return _check(_decode(bytes(item), sampling_rate, where, "the encoded audio"), where)
     if isinstance(item, (str, os.PathLike)):
         return _check(_from_source(item, sampling_rate, where), where)
     if isinstance(item, Iterator) or (isinstance(item, Iterable) and not isinstance(item, (list, tuple))):
@@ -236,8 +238,10 @@ def _ffmpeg(source: str | bytes, sampling_rate: int, where: str, what: str) -> n
     command = ["ffmpeg", "-i", source if isinstance(source, str) else "pipe:0", "-ac", "1",
                "-ar", str(sampling_rate), "-f", "f32le", "-hide_banner", "-loglevel", "quiet", "pipe:1"]
     try:
-        result = subprocess.run(command, input=None if isinstance(source, str) else source,
-                                capture_output=True, check=False)
+        if isinstance(source, str):
+            result = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, check=False)
+        else:
+            result = subprocess.run(command, input=source, capture_output=True, check=False)
     except OSError as error:
         raise ValueError(f"{where}: could not run ffmpeg to decode {what}: {error}") from error
     audio = np.frombuffer(result.stdout, np.float32)
