@@ -4,8 +4,8 @@ decodes text with a rotary-position decoder.
 >>> from transmuter_mlx.zoo import moonshine
 >>> args = moonshine.ModelArgs.from_dict({"model_type": "moonshine", "hidden_size": 288,
 ...                                       "decoder_num_attention_heads": 8, "max_position_embeddings": 194})
->>> args.num_attention_heads, args.num_key_value_heads, args.head_dim, args.POSITIONS
-(8, 8, 36, 'rotary')
+>>> args.num_attention_heads, args.num_key_value_heads, args.head_dim, args.POSITIONS, args.min_samples
+(8, 8, 36, 'rotary', 895)
 
 Its files are those of a seq2seq export (``encoder_model`` and ``decoder_model_merged``);
 ``automatic-speech-recognition`` runs it with :class:`~transmuter_mlx.pipelines.audio_moonshine.MoonshineRecognizer`.
@@ -35,3 +35,12 @@ class ModelArgs(DecoderArgs):
         self.num_attention_heads = self.num_attention_heads or self.decoder_num_attention_heads
         self.num_key_value_heads = self.num_key_value_heads or self.decoder_num_key_value_heads
         super().__post_init__()
+
+    @property
+    def min_samples(self) -> int:
+        """The fewest samples the encoder's convolution stem (kernels 127, 7, 3; strides 64, 3, 2) turns
+        into one frame."""
+        n = 1
+        for kernel, stride in ((3, 2), (7, 3), (127, 64)):
+            n = (n - 1) * stride + kernel
+        return n
