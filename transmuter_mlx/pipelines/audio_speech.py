@@ -18,12 +18,18 @@ default) is a ``ValueError`` naming the option and the model.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import importlib
+from collections.abc import Iterator, Mapping
+from types import MappingProxyType
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-__all__ = ["RECOGNIZERS", "SPEECH_OPTIONS", "Recognizer"]
+from ..audio_input import AUDIO_TYPES, load_audio
+from ..generation.config import GenerationConfig
+from .base import Pipeline
+
+__all__ = ["RECOGNIZERS", "SPEECH_OPTIONS", "Recognizer", "SpeechToText"]
 
 #: family ``SPEECH_RECOGNIZER`` -> "module:Class" of its recognizer (imported when a pipeline is built)
 RECOGNIZERS: dict[str, str] = {
@@ -59,3 +65,61 @@ class Recognizer(Protocol):
     def __init__(self, pipe: Any) -> None: ...
 
     def recognize(self, waves: list[np.ndarray], options: Mapping[str, Any]) -> list[dict[str, Any]]: ...
+
+
+class SpeechToText(Pipeline):
+    """``automatic-speech-recognition``: audio in, ``{"text"}`` out (``{"text", "chunks"}`` with timestamps).
+
+    >>> import numpy as np
+    >>> from tests.fixtures.audio_models import build
+    >>> asr = SpeechToText(build("whisper"))
+    >>> type(asr.recognizer).__name__, asr.recognizer.sampling_rate
+    ('WhisperRecognizer', 16000)
+    >>> sorted(asr(np.zeros(8000, np.float32)))
+    ['text']
+
+    An input is anything :func:`~transmuter_mlx.audio_input.load_audio` takes (an array at the model's
+    rate, a ``{"raw"/"array", "sampling_rate"}`` dict, a path, URL or bytes); a list is a batch and gives a
+    list. The options are transformers' (``return_timestamps``, ``chunk_length_s``, ``stride_length_s``,
+    ``language``, ``task``, and the generation options such as ``max_new_tokens`` and ``num_beams``), given
+    when the pipeline is built or at each call.
+    """
+
+    task = "automatic-speech-recognition"
+    defaults = MappingProxyType({**SPEECH_OPTIONS, **{n: None for n in GenerationConfig.fields()}})
+    single_types = AUDIO_TYPES
+
+    def __init__(self, source: Any = None, /, **options: Any) -> None:
+        super().__init__(source, **options)
+        name = getattr(self.family, "SPEECH_RECOGNIZER", None)
+        if name not in RECOGNIZERS:
+            raise ValueError(f"{self.task}: the {self.family.__name__.rsplit('.', 1)[-1]} family names no speech "
+                             f"recognizer (SPEECH_RECOGNIZER {name!r}; known: {sorted(RECOGNIZERS)})")
+        module, cls = RECOGNIZERS[name].split(":")
+        self.recognizer: Recognizer = getattr(importlib.import_module(module), cls)(self)
+
+    def __call__(self, inputs: Any, **options: Any) -> Any:
+        opts = self.call_options(options)
+        if opts.get("stream"):
+            if isinstance(inputs, list | tuple):
+                raise ValueError(f"{self.task}: stream=True takes one input, not a list")
+            return self.stream(inputs, opts)
+        return super().__call__(inputs, **options)
+
+    def load(self, index: int, item: Any) -> np.ndarray:
+        """Input ``index`` as a float32 mono waveform at the recognizer's rate; bad input raises naming it."""
+        wave = load_audio(item, self.recognizer.sampling_rate, self.task, index)
+        if not isinstance(wave, np.ndarray):
+            raise TypeError(f"{self.task}: input {index}: a stream of audio blocks is taken with stream=True only")
+        return wave
+
+    def run(self, items: list[Any], options: dict[str, Any]) -> list[dict[str, Any]]:
+        waves = [self.load(i, x) for i, x in enumerate(items)]
+        return self.recognizer.recognize(waves, options)
+
+    def stream(self, item: Any, options: Mapping[str, Any]) -> Iterator[str]:
+        """The text of one input in pieces as its windows are transcribed (the recognizer's ``stream``)."""
+        streaming = getattr(self.recognizer, "stream", None)
+        if streaming is None:
+            raise ValueError(f"{self.task}: the recognizer of {self.repo.name} does not stream; drop stream=True")
+        return streaming(item, options)
