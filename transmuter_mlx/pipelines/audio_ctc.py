@@ -106,7 +106,8 @@ def check_wave(wave: Any, index: int, task: str, least: int, sampling_rate: int)
     if wave.dtype.kind != "f":
         raise ValueError(f"{where}: a waveform must hold floats, got {wave.dtype}")
     if wave.shape[0] < least:
-        raise ValueError(f"{where}: {wave.shape[0]} samples is too short: the model needs at least {least} "
+        count = f"{wave.shape[0]} sample" + ("" if wave.shape[0] == 1 else "s")
+        raise ValueError(f"{where}: {count} is too short: the model needs at least {least} "
                          f"samples ({least / sampling_rate:.4g} s at {sampling_rate} Hz)")
     if not np.isfinite(wave).all():
         raise ValueError(f"{where}: the waveform holds NaN or infinite samples")
