@@ -181,7 +181,7 @@ def reference(hf, windows, **options) -> dict | None:
     return {"text": text, **optional}
 
 
-CASES = 30  # random transcripts per parameter set
+CASES = 25  # random transcripts per parameter set
 
 
 @pytest.mark.parametrize("return_timestamps", [False, True, "word"])
@@ -245,10 +245,18 @@ def test_longest_common_sequence_random():
 def test_combine_tokens_into_words_random(toks, language):
     hf, ours = toks
     v = Vocab(hf, np.random.default_rng(["english", "chinese", "japanese", None].index(language)))
+    failed = 0
     for case in range(60):
         tokens = sum(v.words(int(v.rng.integers(1, 12))), [])
-        expected = ref._combine_tokens_into_words(hf, tokens, language)
-        assert wt.combine_tokens_into_words(ours, tokens, language) == expected, case
+        got = wt.combine_tokens_into_words(ours, tokens, language)
+        try:
+            expected = ref._combine_tokens_into_words(hf, tokens, language)
+        except IndexError:  # transformers fails where clean-up shortened the text before a cut character
+            failed += 1
+            assert sum(got[1], []) == tokens  # ours keeps every token, in order
+            continue
+        assert got == expected, case
+    assert failed <= 6
 
 
 def test_compute_offsets_random(toks):

@@ -451,8 +451,9 @@ def _split_tokens_on_unicode(tok: WhisperTokens, tokens: list[int]):
         current_indices.append(token_idx)
         decoded = tok.decode(current_tokens)
         if replacement_char in decoded:
-            # a U+FFFD that the whole text holds too is a real one, not a cut character (transformers
-            # indexes past the text's end there and fails: here the word goes on)
+            # a U+FFFD that the whole text holds too is a real one, not a cut character; past the whole
+            # text's end (clean-up, " '" -> "'", made it shorter than its parts) transformers fails with an
+            # IndexError: here the character counts as cut and the word goes on
             at = unicode_offset + decoded.index(replacement_char)
             whole = at < len(decoded_full) and decoded_full[at] == replacement_char
         else:
