@@ -1,6 +1,6 @@
 """text-to-speech: text in, a waveform out, by the synthesizer of the model's family.
 
->>> from tests.fixtures.audio_models import build
+>>> from tests.fixtures.tts_models import build
 >>> from transmuter_mlx.pipelines.audio_tts import TextToSpeech
 >>> speak = TextToSpeech(build("vits"))
 >>> out = speak({"text": "Hello, my dog is cute.", "seed": 42})

@@ -1,6 +1,6 @@
 """SpeechT5's synthesizer: the encoder once, the decoder step by step on mel frames, then the vocoder.
 
->>> from tests.fixtures.audio_models import build
+>>> from tests.fixtures.tts_models import build
 >>> from transmuter_mlx.pipelines.audio_tts import TextToSpeech
 >>> speak = TextToSpeech(build("speecht5"), speaker_embedding=[0.1] * 8)   # the fixture's embeddings: 8 values
 >>> speak("hello world", noise=False)["audio"].ndim
