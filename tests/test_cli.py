@@ -41,6 +41,10 @@ CLI_CASES: dict[str, tuple[list[str], list[Any], dict[str, Any]]] = {
         "background-removal", "image-to-image")},
     **{task: (["a.jpg", "--labels", "cat, dog"], ["a.jpg"], {"labels": ["cat", "dog"]}) for task in (
         "zero-shot-image-classification", "zero-shot-object-detection")},
+    **{task: (["a.wav", "b.flac"], ["a.wav", "b.flac"], {}) for task in (
+        "automatic-speech-recognition", "audio-classification")},
+    "zero-shot-audio-classification": (["a.wav", "--labels", "rain, dog"], ["a.wav"], {"labels": ["rain", "dog"]}),
+    "text-to-speech": (["Hello."], ["Hello."], {}),
 }
 
 

@@ -28,6 +28,7 @@ __all__ = [
     "PAIRED_TEXTS",
     "QUERIES",
     "QUESTIONS",
+    "SPEECH",
     "TEXTS",
     "CommandLine",
     "Flag",
@@ -140,5 +141,6 @@ LABELLED_TEXTS = CommandLine(flags=(LABELS,))
 GENERATED_TEXTS = CommandLine(streams=True)
 IMAGES = CommandLine()  # each INPUT is an image: a path or a URL
 LABELLED_IMAGES = CommandLine(flags=(LABELS,))
-AUDIO = CommandLine(streams=True)  # each INPUT is an audio file; speech recognition streams its text
+AUDIO = CommandLine()  # each INPUT is an audio file
 LABELLED_AUDIO = CommandLine(flags=(LABELS,))
+SPEECH = CommandLine(streams=True)  # audio files whose text is printed as it is recognized

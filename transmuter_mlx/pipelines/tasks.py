@@ -18,15 +18,22 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Literal
 
+from .audio_classification import AudioClassification
+from .audio_speech import SpeechToText
+from .audio_tts import TextToSpeech
+from .audio_zero_shot import ZeroShotAudioClassification
 from .base import Pipeline
 from .command_line import (
+    AUDIO,
     GENERATED_TEXTS,
     IMAGES,
+    LABELLED_AUDIO,
     LABELLED_IMAGES,
     LABELLED_TEXTS,
     PAIRED_TEXTS,
     QUERIES,
     QUESTIONS,
+    SPEECH,
     TEXTS,
     CommandLine,
 )
@@ -56,7 +63,7 @@ Modality = Literal["text", "image", "audio", "multimodal"]
 class Task:
     """A row of the task table.
 
-    ``processor`` is what turns an input into feeds (``"tokenizer"``; ``"image"``, ``"audio"`` next);
+    ``processor`` is what turns an input into feeds (``"tokenizer"``, ``"image"``, ``"audio"``);
     ``function`` the dotted name under ``tm`` (``"text.fill_mask"`` is ``tm.text.fill_mask``: a
     multimodal task names the module it belongs to); ``command_line`` how the CLI reads its inputs.
     """
@@ -212,6 +219,33 @@ TASKS: MappingProxyType[str, Task] = MappingProxyType(
             function="vision.zero_shot_object_detection",
             command_line=LABELLED_IMAGES,
         ),
+        "automatic-speech-recognition": Task(
+            SpeechToText,
+            "audio",
+            "Xenova/whisper-tiny.en",
+            processor="audio",
+            function="audio.speech_to_text",
+            command_line=SPEECH,
+        ),
+        "audio-classification": Task(
+            AudioClassification,
+            "audio",
+            "Xenova/wav2vec2-base-superb-ks",
+            processor="audio",
+            function="audio.audio_classification",
+            command_line=AUDIO,
+        ),
+        "zero-shot-audio-classification": Task(
+            ZeroShotAudioClassification,
+            "multimodal",
+            "Xenova/clap-htsat-unfused",
+            processor="audio",
+            function="audio.zero_shot_audio_classification",
+            command_line=LABELLED_AUDIO,
+        ),
+        "text-to-speech": Task(
+            TextToSpeech, "text", "Xenova/mms-tts-eng", function="audio.text_to_speech"
+        ),
     }
 )
 
@@ -225,6 +259,7 @@ ALIASES: MappingProxyType[str, str] = MappingProxyType(
         "reranking": "text-ranking",
         "ner": "token-classification",
         "image-feature-extraction": "image-embedding",
+        "text-to-audio": "text-to-speech",
         **{row.function_name: name for name, row in TASKS.items() if row.function_name not in (name, "")},
     }
 )
