@@ -24,18 +24,27 @@ call are decoded ``compile.batch_size`` at a time.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+import itertools
+import os
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import Future
 from typing import Any
 
 import numpy as np
 
+from .._native import as_exception
+from ..converters.backends.threads import release_thread
 from ..processors.audio import AudioProcessor
 from ..tokenizer import Tokenizer
+from .chunks import ChunkSink, StreamAbandoned, TextChunks
 from .config import GenerationConfig
 from .whisper_decode import Clip, Decoded, decode_clips
+from .whisper_features import LogMelFrames
 from .whisper_prompt import WhisperSettings
 from .whisper_session import WhisperSession
 from .whisper_text import decode_asr
+from .whisper_words import token_timestamps_from_weights
 
 __all__ = ["WhisperRecognizer", "pipeline_defaults", "windows_of"]
 
@@ -90,32 +99,99 @@ class WhisperRecognizer:
         """One ``{"text", "chunks"?}`` per waveform (float32 mono at ``sampling_rate``)."""
         return self.run(waves, options)
 
-    def run(self, waves: list[np.ndarray], options: Mapping[str, Any],
-            on_window: Callable[[int, list[dict[str, Any]]], None] | None = None) -> list[dict[str, Any]]:
-        """``recognize``; ``on_window(i, windows)`` is called with input i's finished windows after each pass."""
+    def prepare(self, options: Mapping[str, Any]) -> tuple[bool | str, GenerationConfig]:
+        """A call's timestamps and generation settings, every option checked before any decoding."""
         stamps = self.return_timestamps(options)
         config = self.config(options)
-        language, task = options.get("language"), options.get("task")
-        self.settings.check(language, task, stamps, self.where)
-        words = stamps == "word"
-        if words and not self.session.has_cross_attentions:
+        self.settings.check(options.get("language"), options.get("task"), stamps, self.where)
+        if stamps == "word" and not self.session.has_cross_attentions:
             raise ValueError(f"{self.where}: return_timestamps='word' needs a decoder exported with its cross "
                              "attentions (cross_attentions.N outputs), which this ONNX export does not have")
+        return stamps, config
+
+    def decode(self, clips: list[Clip], options: Mapping[str, Any], stamps: bool | str, config: GenerationConfig,
+               on_pass: Callable[[list[Decoded]], None] | None = None) -> list[Decoded]:
+        """The tokens of ``clips`` (``compile.batch_size`` rows at a time)."""
+        return decode_clips(
+            self.session, clips, self.settings, config, language=options.get("language"), task=options.get("task"),
+            return_timestamps=bool(stamps), word_timestamps=self.word_timestamps if stamps == "word" else None,
+            batch_size=self.batch_size, max_target_positions=self.max_target, segment_frames=self.segment_frames,
+            on_pass=on_pass)
+
+    def run(self, waves: list[np.ndarray], options: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """``recognize``: the windows of all the inputs decoded together."""
+        stamps, config = self.prepare(options)
         clips, owners, strides = [], [], []
         for i, wave in enumerate(waves):
             for clip, stride in self.clips(wave, options, i):
                 clips.append(clip)
                 owners.append(i)
                 strides.append(stride)
-        decoded = decode_clips(
-            self.session, clips, self.settings, config, language=language, task=task,
-            return_timestamps=bool(stamps), word_timestamps=self.word_timestamps if words else None,
-            batch_size=self.batch_size, max_target_positions=self.max_target, segment_frames=self.segment_frames)
+        decoded = self.decode(clips, options, stamps, config)
+        words = stamps == "word"
         results = []
         for i in range(len(waves)):
             windows = [self.window(d, s, words) for d, s, o in zip(decoded, strides, owners) if o == i]
             results.append(self.text(windows, stamps))
         return results
+
+    # ------------------------------------------------------------------ streaming
+    def stream(self, audio: np.ndarray | Iterable[np.ndarray], options: Mapping[str, Any]) -> Iterator[str]:
+        """The text of one input in pieces, as its windows (``chunk_length_s``) or its long-form segments are
+        transcribed; the pieces join to the text of a plain call. ``audio`` is a waveform or a stream's checked
+        blocks (cut into windows as they arrive). A worker thread decodes; leaving the iterator stops it."""
+        stamps, config = self.prepare(options)
+        sink, outcome = ChunkSink(), Future()
+
+        def work() -> None:
+            try:
+                outcome.set_result(self._stream_run(audio, options, stamps, config, sink))
+            except BaseException as error:  # handed to the consumer
+                outcome.set_exception(as_exception(error, self.task))
+            finally:
+                try:
+                    release_thread()  # before the end mark: the consumer may end the process right after it
+                finally:
+                    sink.end()
+
+        worker = threading.Thread(target=work, name=f"{self.task}-stream", daemon=True)
+        worker.start()
+        return TextChunks(sink, outcome, False, worker=worker)
+
+    def _stream_run(self, audio: Any, options: Mapping[str, Any], stamps: bool | str, config: GenerationConfig,
+                    sink: ChunkSink) -> dict[str, Any]:
+        words = stamps == "word"
+        done: list[dict[str, Any]] = []
+        state = {"emitted": "", "previous": None}
+
+        def emit(windows: list[dict[str, Any]]) -> None:
+            # the text so far; what two successive texts agree on is final (a merge or a split character
+            # may still change the end)
+            if sink.abandoned.is_set():
+                raise StreamAbandoned(f"{self.task}: the consumer of this stream left")
+            text = self.text(windows, stamps)["text"]
+            previous, state["previous"] = state["previous"], text
+            if previous is None:
+                return
+            stable = os.path.commonprefix([text, previous])
+            if len(stable) > len(state["emitted"]) and stable.startswith(state["emitted"]):
+                sink(stable[len(state["emitted"]):])
+                state["emitted"] = stable
+
+        pending = iter(self.clips(audio, options, 0))
+        while group := list(itertools.islice(pending, self.batch_size)):
+            strides = [s for _, s in group]
+
+            def on_pass(partial: list[Decoded], strides: list[Any] = strides) -> None:
+                emit(done + [self.window(d, s, words) for d, s in zip(partial, strides)])
+
+            decoded = self.decode([c for c, _ in group], options, stamps, config, on_pass=on_pass)
+            done.extend(self.window(d, s, words) for d, s in zip(decoded, strides))
+        result = self.text(done, stamps)
+        final = result["text"]
+        if final.startswith(state["emitted"]) and len(final) > len(state["emitted"]):
+            sink(final[len(state["emitted"]):])
+        return result
 
     def text(self, windows: list[dict[str, Any]], stamps: bool | str) -> dict[str, Any]:
         """The pipeline's result from an input's windows (``_decode_asr``)."""
@@ -134,32 +210,48 @@ class WhisperRecognizer:
         return window
 
     # ------------------------------------------------------------------ windows
-    def clips(self, wave: np.ndarray, options: Mapping[str, Any], index: int
+    def clips(self, audio: np.ndarray | Iterable[np.ndarray], options: Mapping[str, Any], index: int
               ) -> Iterator[tuple[Clip, tuple[float, float, float] | None]]:
-        """The clips of one input and their strides in seconds (chunked only), featurized when decoded."""
+        """The clips of one input (a waveform, or the blocks of a stream) and their strides in seconds (chunked
+        only), featurized when decoded; a stream is cut into windows as its blocks come (``chunk_length_s``),
+        else gathered whole."""
         f = self.featurizer
         chunk_s = options.get("chunk_length_s")
+        blocks = [audio] if isinstance(audio, np.ndarray) else audio
+        if not chunk_s:
+            wave = audio if isinstance(audio, np.ndarray) else _gather(audio, f"{self.where}: input {index}")
         if chunk_s:
-            for start, stop, left, right in windows_of(len(wave), self.sampling_rate, chunk_s,
-                                                        options.get("stride_length_s"), self.where):
-                part = wave[start:stop]
+            for part, left, right in windows_of(blocks, self.sampling_rate, chunk_s, options.get("stride_length_s"),
+                                                self.where):
                 n = len(part)
                 yield (Clip(_window_frames(f, part), self.segment_frames,
                             int(f.frame_mask(min(n, f.n_samples), f.n_samples).sum())),
                        (n / self.sampling_rate, left / self.sampling_rate, right / self.sampling_rate))
         elif len(wave) > f.n_samples:
-            long = f.long_features(wave)
-            feats = long["input_features"]
-            yield Clip(lambda s, n: feats[:, s:s + n], feats.shape[-1], int(long["attention_mask"].sum())), None
+            if not options.get("return_timestamps") and self.settings.return_timestamps is False:
+                raise ValueError(  # transformers' generate: the file's return_timestamps=false forbids long-form
+                    f"{self.where}: input {index} is longer than {f.chunk_length} s, which Whisper transcribes "
+                    "segment by segment with timestamp tokens, but the generation_config.json of this model sets "
+                    "return_timestamps to false; pass return_timestamps=True, or chunk_length_s=30")
+            frames = LogMelFrames(f, wave)  # each 30 s window featurized as it is decoded
+            yield Clip(frames, frames.total, frames.total), None
         else:
             yield Clip(_window_frames(f, wave), self.segment_frames, f.num_frames(len(wave))), None
 
     def word_timestamps(self, attentions: np.ndarray, num_frames: int | None, num_input_ids: int) -> list[float]:
         """One row's token start times from its alignment heads' cross attentions (``whisper_words``)."""
-        from .whisper_words import token_timestamps
+        times = token_timestamps_from_weights(attentions[None], num_input_ids=num_input_ids, num_frames=num_frames,
+                                              median_filter_width=self.median_filter_width,
+                                              time_precision=self.time_precision)
+        return [float(t) for t in times[0]]
 
-        return token_timestamps(attentions, num_frames=num_frames, num_input_ids=num_input_ids,
-                                median_filter_width=self.median_filter_width, time_precision=self.time_precision)
+
+def _gather(blocks: Iterable[np.ndarray], where: str) -> np.ndarray:
+    """A stream's blocks as one waveform (long-form and short inputs need the whole recording)."""
+    parts = list(blocks)
+    if not parts:
+        raise ValueError(f"{where}: the stream gave no audio")
+    return np.concatenate(parts).astype(np.float32, copy=False)
 
 
 def pipeline_defaults(config: GenerationConfig) -> GenerationConfig:
@@ -182,10 +274,12 @@ def _window_frames(featurizer: Any, part: np.ndarray) -> Callable[[int, int], np
     return frames
 
 
-def windows_of(samples: int, sampling_rate: int, chunk_length_s: float, stride_length_s: Any, where: str
-               ) -> Iterator[tuple[int, int, int, int]]:
-    """``(start, stop, left stride, right stride)`` in samples of each window, as transformers' ``chunk_iter``
-    (``stride_length_s``: seconds each side, a number or ``(left, right)``; default a sixth of the window)."""
+def windows_of(blocks: Iterable[np.ndarray], sampling_rate: int, chunk_length_s: float, stride_length_s: Any,
+               where: str) -> Iterator[tuple[np.ndarray, int, int]]:
+    """``(samples, left stride, right stride)`` of each window of the audio that ``blocks`` give in turn (one
+    array, or a stream's blocks: a window is cut once the samples past it arrived, or the stream ended), as
+    transformers' ``chunk_iter`` cuts the whole array (``stride_length_s``: seconds each side, a number or
+    ``(left, right)``; default a sixth of the window). Only the samples from the current window on are kept."""
     if stride_length_s is None:
         stride_length_s = chunk_length_s / 6
     if isinstance(stride_length_s, int | float):
@@ -193,18 +287,28 @@ def windows_of(samples: int, sampling_rate: int, chunk_length_s: float, stride_l
     chunk = int(round(chunk_length_s * sampling_rate))
     left = int(round(stride_length_s[0] * sampling_rate))
     right = int(round(stride_length_s[1] * sampling_rate))
-    if chunk < left + right:
+    if chunk <= left + right:
         raise ValueError(f"{where}: chunk_length_s ({chunk_length_s}) must be more than the two strides "
                          f"(stride_length_s {list(stride_length_s)})")
     step = chunk - left - right
-    if step <= 0:
-        raise ValueError(f"{where}: chunk_length_s ({chunk_length_s}) must be more than the two strides")
-    for start in range(0, samples, step):
+    pending, buffer, offset, ended, start = iter(blocks), np.zeros(0, np.float32), 0, False, 0
+    while True:
+        while not ended and offset + len(buffer) <= start + chunk:  # one sample past the window: not the last
+            block = next(pending, None)
+            if block is None:
+                ended = True
+            else:
+                buffer = block if not len(buffer) else np.concatenate([buffer, block])
+        total = offset + len(buffer)
+        if start >= total:
+            return
         stop = start + chunk
-        is_last = stop >= samples
-        this_left = 0 if start == 0 else left
-        this_right = 0 if is_last else right
-        if min(stop, samples) - start > this_left:
-            yield start, min(stop, samples), this_left, this_right
+        is_last = ended and stop >= total
+        part = buffer[start - offset:stop - offset]
+        this_left, this_right = (0 if start == 0 else left), (0 if is_last else right)
+        if len(part) > this_left:
+            yield part, this_left, this_right
         if is_last:
-            break
+            return
+        start += step
+        buffer, offset = buffer[start - offset:], start

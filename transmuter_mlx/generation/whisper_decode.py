@@ -76,12 +76,12 @@ def decode_clips(
     batch_size: int = 1,
     max_target_positions: int,
     segment_frames: int = 3000,
-    on_segment: Callable[[int, list[int]], None] | None = None,
+    on_pass: Callable[[list[Decoded]], None] | None = None,
 ) -> list[Decoded]:
     """Decode ``clips`` (see the module docstring). ``session`` is a :class:`WhisperSession`;
     ``word_timestamps(attentions, num_frames, num_input_ids) -> list[float]`` (set for word timestamps)
     turns one row's collected cross attentions into a start time per token (prompt included);
-    ``on_segment(i, tokens)`` is called with the new tokens of input i after each pass (streaming)."""
+    ``on_pass(decoded)`` is called with every input's tokens so far after each pass (streaming)."""
     long_form = any(c.total > segment_frames for c in clips)
     timestamps = bool(return_timestamps) or long_form  # long-form generation always predicts timestamps
     processors = whisper_processors(settings, timestamps)
@@ -99,9 +99,8 @@ def decode_clips(
             group = active[start:start + batch_size]
             _pass(session, group, settings, config, processors, language, task, timestamps, word_timestamps,
                   batch_size, max_target_positions, segment_frames, detect=first)
-            if on_segment is not None:
-                for r in group:
-                    on_segment(rows.index(r), r.out.tokens)
+            if on_pass is not None:
+                on_pass([r.out for r in rows])
         first = False
     return [r.out for r in rows]
 

@@ -47,7 +47,7 @@ class WhisperSettings:
     max_initial_timestamp_index: int | None = None
     alignment_heads: tuple[tuple[int, int], ...] = ()
     prev_sot_token_id: int | None = None
-    return_timestamps: bool = False
+    return_timestamps: bool | None = None  # None: generation_config.json does not say
     has_lang_to_id: bool = False
 
     @classmethod
@@ -77,7 +77,7 @@ class WhisperSettings:
             max_initial_timestamp_index=values.get("max_initial_timestamp_index"),
             alignment_heads=tuple((int(a), int(b)) for a, b in values.get("alignment_heads") or ()),
             prev_sot_token_id=values.get("prev_sot_token_id"),
-            return_timestamps=bool(values.get("return_timestamps") or False),
+            return_timestamps=values.get("return_timestamps"),
             has_lang_to_id="lang_to_id" in values,
         )
 

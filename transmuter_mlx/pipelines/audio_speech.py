@@ -19,13 +19,13 @@ default) is a ``ValueError`` naming the option and the model.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from types import MappingProxyType
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from ..audio_input import AUDIO_TYPES, load_audio
+from ..audio_input import AUDIO_TYPES, iter_audio_blocks, load_audio
 from ..generation.config import GenerationConfig
 from .base import Pipeline
 
@@ -47,7 +47,6 @@ SPEECH_OPTIONS: dict[str, Any] = {
     "language": None,  # Whisper: a language ("en", "english", "<|en|>"); None: detected when multilingual
     "task": None,  # Whisper: "transcribe" or "translate"
     "stream": False,  # pipe(x, stream=True): an iterator of text pieces as windows finish
-    "stream_done": False,
 }
 
 
@@ -58,6 +57,9 @@ class Recognizer(Protocol):
     ``sampling_rate``: the rate the model takes its waveforms at (the feature extractor's).
     ``recognize(waves, options)``: one result dict per waveform (``{"text"}`` and, with timestamps,
     ``{"chunks"}``); bad options or input raise ``ValueError`` naming the input index and the problem.
+    Optional: ``stream(audio, options) -> Iterator[str]``, the text of one input in pieces that join to its
+    ``recognize`` text (``audio``: a waveform, or an iterator of checked float32 blocks of a stream); without
+    it, ``stream=True`` is a ValueError.
     """
 
     sampling_rate: int
@@ -106,20 +108,32 @@ class SpeechToText(Pipeline):
             return self.stream(inputs, opts)
         return super().__call__(inputs, **options)
 
-    def load(self, index: int, item: Any) -> np.ndarray:
-        """Input ``index`` as a float32 mono waveform at the recognizer's rate; bad input raises naming it."""
-        wave = load_audio(item, self.recognizer.sampling_rate, self.task, index)
-        if not isinstance(wave, np.ndarray):
-            raise TypeError(f"{self.task}: input {index}: a stream of audio blocks is taken with stream=True only")
-        return wave
+    def load(self, index: int, item: Any) -> np.ndarray | Iterator[np.ndarray]:
+        """Input ``index`` as a float32 mono waveform at the recognizer's rate, or, for a stream (an iterator of
+        sample blocks), its checked blocks; bad input raises naming it."""
+        rate = self.recognizer.sampling_rate
+        if not isinstance(item, AUDIO_TYPES) and isinstance(item, Iterable):
+            return iter_audio_blocks(item, rate, self.task, index)
+        return load_audio(item, rate, self.task, index)
+
+    def whole(self, index: int, item: Any) -> np.ndarray:
+        """Input ``index`` as one waveform (a stream's blocks joined)."""
+        audio = self.load(index, item)
+        if isinstance(audio, np.ndarray):
+            return audio
+        blocks = list(audio)
+        if not blocks:
+            raise ValueError(f"{self.task}: input {index}: the stream gave no audio")
+        return np.concatenate(blocks).astype(np.float32, copy=False)
 
     def run(self, items: list[Any], options: dict[str, Any]) -> list[dict[str, Any]]:
-        waves = [self.load(i, x) for i, x in enumerate(items)]
+        waves = [self.whole(i, x) for i, x in enumerate(items)]
         return self.recognizer.recognize(waves, options)
 
     def stream(self, item: Any, options: Mapping[str, Any]) -> Iterator[str]:
-        """The text of one input in pieces as its windows are transcribed (the recognizer's ``stream``)."""
+        """The text of one input in pieces as its windows are transcribed (the recognizer's ``stream``); a stream
+        input (an iterator of sample blocks) is transcribed window by window as its blocks arrive."""
         streaming = getattr(self.recognizer, "stream", None)
         if streaming is None:
             raise ValueError(f"{self.task}: the recognizer of {self.repo.name} does not stream; drop stream=True")
-        return streaming(item, options)
+        return streaming(self.load(0, item), options)
