@@ -157,6 +157,22 @@ def test_files_at_another_rate_and_stereo_files(beckett: np.ndarray, tmp_path: P
     assert load_audio(speech_path("beckett"), 16000).shape == beckett.shape  # the fixture's own file
 
 
+def test_a_long_file_is_in_memory_once(tmp_path: Path) -> None:
+    """Five minutes at 44.1 kHz read as 16 kHz: the result plus a block, not the file's samples too."""
+    import tracemalloc
+
+    path = tmp_path / "long.wav"
+    sf.write(path, np.zeros(44100 * 300, np.int16), 44100, subtype="PCM_16")
+    tracemalloc.start()
+    try:
+        wave = load_audio(path, 16000)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert wave.shape == (16000 * 300,) and wave.dtype == np.float32
+    assert peak < wave.nbytes + 16e6  # the result (19.2 MB) and one block of 2**20 frames (4 MB, resampled)
+
+
 def test_bad_files_name_the_input(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setattr(shutil, "which", lambda name: None)  # no ffmpeg
     with pytest.raises(FileNotFoundError, match=f"{TASK}: input 1: no audio file .*missing.wav"):

@@ -109,6 +109,23 @@ def test_whisper_batches_clips_of_any_length(beckett: np.ndarray) -> None:
     np.testing.assert_array_equal(feeds["input_features"][1], rows[1].feeds["input_features"])
 
 
+def test_whisper_long_form_memory_is_its_output_and_a_block() -> None:
+    """Five minutes: the features (80 x 30000 float32, 9.6 MB) plus one block of frames, never a float64
+    copy of the whole spectrogram nor a per-sample mask."""
+    import tracemalloc
+
+    wave = (np.random.default_rng(0).standard_normal(16000 * 300) * 0.1).astype(np.float32)
+    ours = AudioProcessor.from_config({"feature_extractor_type": "WhisperFeatureExtractor"})
+    tracemalloc.start()
+    try:
+        features = ours.long_features(wave)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert features["input_features"].shape == (80, 30000)
+    assert peak < features["input_features"].nbytes + 16e6  # a block: 512 frames x 400 float64 and indices
+
+
 # ---------------------------------------------------------------------- wav2vec2 / Moonshine
 @pytest.mark.parametrize("normalize,mask", [(True, False), (True, True), (False, True)])
 def test_wav2vec2_matches_transformers(beckett: np.ndarray, normalize: bool, mask: bool) -> None:

@@ -210,8 +210,9 @@ def _read_resampled(f: Any, sampling_rate: int) -> np.ndarray:
     """A whole sound file as mono float32 at ``sampling_rate``: read (and resampled) block by block into one
     array, so that a long recording is in memory once."""
     if f.samplerate == sampling_rate:
-        data = f.read(dtype="float32", always_2d=True)
-        return data[:, 0].copy() if data.shape[1] == 1 else data.mean(axis=1, dtype=np.float32)
+        if f.channels == 1:
+            return f.read(dtype="float32", always_2d=False)
+        return f.read(dtype="float32", always_2d=True).mean(axis=1, dtype=np.float32)
     import soxr
 
     frames = f.frames

@@ -19,7 +19,7 @@ import numpy as np
 
 __all__ = ["hertz_to_mel", "mel_filter_bank", "mel_to_hertz", "power_to_db", "spectrogram", "window_function"]
 
-_BLOCK = 2048  # frames per FFT block: bounds the memory of a long recording (2048 x 512 float64 = 8 MB)
+_BLOCK = 512  # frames per FFT block: bounds the memory of a long recording (~10 MB of temporaries)
 
 
 def hertz_to_mel(freq: float | np.ndarray, mel_scale: str = "htk") -> float | np.ndarray:
@@ -131,9 +131,14 @@ def spectrogram(waveform: np.ndarray, window: np.ndarray, frame_length: int, hop
     num_frames = 1 + (n + 2 * pad - frame_length) // hop_length
     if num_frames < 1:
         raise ValueError(f"{n} samples are fewer than one frame of {frame_length}")
+    if log_mel not in (None, "log", "log10", "dB"):
+        raise ValueError(f"unknown log_mel {log_mel!r}")
+    if log_mel == "dB" and power not in (1.0, 2.0):
+        raise ValueError(f"log_mel 'dB' needs power 1 or 2, got {power}")
     window = window.astype(np.float64)
     out_rows = mel_filters.shape[1] if mel_filters is not None else fft_length // 2 + 1
-    result = np.empty((out_rows, num_frames), np.float64)
+    # a log spectrogram is stored in ``dtype`` block by block: a long recording's float64 copy never exists
+    result = np.empty((out_rows, num_frames), np.float64 if log_mel is None else dtype)
     for start in range(0, num_frames, _BLOCK):
         count = min(_BLOCK, num_frames - start)
         index, outside = _frame_indices(start, count, hop_length, frame_length, n, pad, pad_mode)
@@ -151,23 +156,16 @@ def spectrogram(waveform: np.ndarray, window: np.ndarray, frame_length: int, hop
         spec = np.abs(spec.astype(np.complex64), dtype=np.float64) ** power
         if mel_filters is not None:
             spec = np.maximum(mel_floor, spec @ mel_filters)
+        if log_mel == "log":
+            spec = np.log(spec)
+        elif log_mel == "log10":
+            spec = np.log10(spec)
+        elif log_mel == "dB":
+            spec = power_to_db(spec, reference, min_value, None, factor=10.0 if power == 2.0 else 20.0)
         result[:, start:start + count] = spec.T
-    if log_mel is None:
-        return result
-    if log_mel == "log":
-        result = np.log(result)
-    elif log_mel == "log10":
-        result = np.log10(result)
-    elif log_mel == "dB":
-        if power == 2.0:
-            result = power_to_db(result, reference, min_value, db_range)
-        elif power == 1.0:
-            result = power_to_db(result, reference, min_value, db_range, factor=20.0)
-        else:
-            raise ValueError(f"log_mel 'dB' needs power 1 or 2, got {power}")
-    else:
-        raise ValueError(f"unknown log_mel {log_mel!r}")
-    return np.asarray(result, dtype)
+    if log_mel == "dB" and db_range is not None:  # the range below the whole spectrogram's maximum
+        np.maximum(result, result.max() - db_range, out=result)
+    return result
 
 
 def power_to_db(spectrogram: np.ndarray, reference: float = 1.0, min_value: float = 1e-10,

@@ -54,8 +54,12 @@ class WhisperFeatures(AudioProcessor):
         """The ``(feature_size, len // hop_length)`` log-mel spectrogram of a waveform as it is."""
         spec = spectrogram(waveform, self.window, self.n_fft, self.hop_length, power=2.0,
                            mel_filters=self.mel_filters, log_mel="log10")[:, :-1]
-        spec = np.maximum(spec, spec.max() - 8.0)
-        return ((spec + 4.0) / 4.0).astype(np.float32)
+        # float32 and in place, as transformers computes it (a long recording's spectrogram exists once;
+        # its last frame stays allocated under the view)
+        np.maximum(spec, spec.max() - np.float32(8.0), out=spec)
+        spec += np.float32(4.0)
+        spec /= np.float32(4.0)
+        return spec
 
     def pad(self, waveform: np.ndarray, length: int) -> np.ndarray:
         """``waveform`` padded with ``padding_value`` or truncated to ``length`` samples."""
@@ -69,7 +73,7 @@ class WhisperFeatures(AudioProcessor):
         """``{"input_features": (feature_size, nb_max_frames)}``: the clip padded or truncated to 30 s. (The
         frame mask transformers' pipeline asks for is ``frame_mask(min(len, n_samples), n_samples)``; Whisper's
         encoder takes none.)"""
-        return {"input_features": self.log_mel(self.pad(waveform, self.n_samples))}
+        return {"input_features": np.ascontiguousarray(self.log_mel(self.pad(waveform, self.n_samples)))}
 
     def long_features(self, waveform: np.ndarray) -> dict[str, np.ndarray]:
         """A whole recording, untruncated: ``{"input_features": (feature_size, len // hop_length),
@@ -81,10 +85,11 @@ class WhisperFeatures(AudioProcessor):
     def frame_mask(self, samples: int, padded: int) -> np.ndarray:
         """The attention mask of ``samples`` real samples padded to ``padded``, one entry per frame
         (transformers takes every ``hop_length``-th sample's mask, the last dropped unless it divides)."""
-        mask = np.zeros(padded, np.int32)
-        mask[:samples] = 1
-        mask = mask[:: self.hop_length]
-        return mask[:-1] if padded % self.hop_length else mask
+        hop = self.hop_length
+        count = -(-padded // hop) - (1 if padded % hop else 0)  # computed per frame, not per sample
+        mask = np.zeros(count, np.int32)
+        mask[: -(-samples // hop)] = 1
+        return mask
 
     def num_frames(self, num_samples: int) -> int:
         """The frames of a clip of ``num_samples`` (transformers' ``num_frames``, for word timestamps)."""
