@@ -151,8 +151,12 @@ class MoonshineRecognizer:
             if piece.samples.shape[0] < self.min_samples:
                 raise ValueError(f"{self.task}: input {index}: a window of {piece.samples.shape[0]} samples is "
                                  f"shorter than the model's {self.min_samples}: choose a longer chunk_length_s")
-            self.session.encode({k: v[None] for k, v in self.processor.features(piece.samples).items()})
-            out = generate(self.session, [[config.start_id]], config, decode=self.tokenizer.decode,
-                           max_position_embeddings=self.max_positions)
-            tokens += [config.start_id, *out.sequences[0]]
+            tokens += self.window_ids(piece.samples, config)
         return {"text": self.tokenizer.decode(tokens, skip_special_tokens=True)}
+
+    def window_ids(self, samples: np.ndarray, config: GenerationConfig) -> list[int]:
+        """The tokens ``generate`` gives for one window: the decoder start token, then the new tokens."""
+        self.session.encode({k: v[None] for k, v in self.processor.features(samples).items()})
+        out = generate(self.session, [[config.start_id]], config, decode=self.tokenizer.decode,
+                       max_position_embeddings=self.max_positions)
+        return [config.start_id, *out.sequences[0]]
