@@ -7,6 +7,7 @@ per sample, on the mlx and torch backends.
 
 from __future__ import annotations
 
+import functools
 import shutil
 from pathlib import Path
 
@@ -38,11 +39,16 @@ def pipe(name: str, backend: str = "mlx", **options) -> TextToSpeech:
 
 
 # ---------------------------------------------------------------------------------------------- VITS
-def vits_reference(text: str) -> np.ndarray:
+@functools.cache
+def vits_torch():
     folder = build("vits")
-    tokenizer = T.VitsTokenizer.from_pretrained(folder)
     model = T.VitsModel.from_pretrained(folder).eval()
     model.noise_scale = model.noise_scale_duration = 0.0  # copied from config.json when built
+    return T.VitsTokenizer.from_pretrained(folder), model
+
+
+def vits_reference(text: str) -> np.ndarray:
+    tokenizer, model = vits_torch()
     ids = tokenizer(text, return_tensors="pt")
     with torch.no_grad():
         return model(**ids).waveform[0].numpy()
@@ -62,7 +68,7 @@ def test_vits_without_noise_is_transformers_with_noise_scales_0(backend: str) ->
 
 def test_vits_text_is_prepared_as_the_vits_tokenizer_does() -> None:
     speak = pipe("vits")
-    tokenizer = T.VitsTokenizer.from_pretrained(build("vits"))
+    tokenizer = vits_torch()[0]
     for text in (*TEXTS, "  Spaces  and  CAPS ", "x<pad>y", "naïve café!", "a\tb\nc"):
         assert speak.synthesizer.ids(0, text).tolist() == tokenizer(text).input_ids, text
 
@@ -110,14 +116,15 @@ def test_bad_options_are_named_errors() -> None:
 
 
 # ---------------------------------------------------------------------------------------------- SpeechT5
-def speecht5_variant(bias: float) -> Path:
+def speecht5_variant(bias: float, merged: bool = False) -> Path:
     """The SpeechT5 fixture with the stop head's weights negated and its bias set to ``bias`` (in both decoder
-    graphs); its PyTorch model gets the same head in ``speecht5_reference``."""
+    graphs); its PyTorch model gets the same head in ``speecht5_reference``. ``merged``: the two decoders
+    merged into ``decoder_model_merged.onnx`` (optimum's ``merge_decoders``), as transformers.js exports have."""
     import onnx
     from onnx import numpy_helper
 
     source = build("speecht5")
-    folder = source.parent / f"{source.name}-stop{bias:+.4f}"
+    folder = source.parent / f"{source.name}-stop{bias:+.4f}{'-merged' if merged else ''}"
     if (folder / "done").exists():
         return folder
     shutil.rmtree(folder, ignore_errors=True)
@@ -133,6 +140,14 @@ def speecht5_variant(bias: float) -> Path:
             elif init.name == weight:
                 init.CopyFrom(numpy_helper.from_array(-numpy_helper.to_array(init), init.name))
         onnx.save(model, str(path))
+    if merged:
+        from optimum.onnx import merge_decoders
+
+        decoder, with_past = folder / "onnx" / "decoder_model.onnx", folder / "onnx" / "decoder_with_past_model.onnx"
+        merge_decoders(str(decoder), str(with_past), save_path=str(folder / "onnx" / "decoder_model_merged.onnx"),
+                       strict=False)
+        decoder.unlink()
+        with_past.unlink()
     (folder / "done").write_text("")
     return folder
 
@@ -140,7 +155,8 @@ def speecht5_variant(bias: float) -> Path:
 SPEAKER = np.random.default_rng(0).standard_normal(8).astype(np.float32)  # the fixture's speaker_embedding_dim
 
 
-def speecht5_reference(text: str, speaker: np.ndarray, bias: float = STOP_BIAS, maxlenratio: float = 20.0):
+@functools.cache
+def speecht5_torch(bias: float):
     folder = build("speecht5")
     model = T.SpeechT5ForTextToSpeech.from_pretrained(folder).eval()
     vocoder = T.SpeechT5HifiGan.from_pretrained(folder / "vocoder").eval()
@@ -149,7 +165,12 @@ def speecht5_reference(text: str, speaker: np.ndarray, bias: float = STOP_BIAS, 
         model.speech_decoder_postnet.prob_out.bias.fill_(bias)
     # the dropout that stays on at inference, keeping every value (as noise=False does)
     model.speecht5.decoder.prenet._consistent_dropout = lambda x, p: x * (1 / (1 - p))
-    ids = T.SpeechT5Tokenizer.from_pretrained(folder)(text, return_tensors="pt").input_ids
+    return T.SpeechT5Tokenizer.from_pretrained(folder), model, vocoder
+
+
+def speecht5_reference(text: str, speaker: np.ndarray, bias: float = STOP_BIAS, maxlenratio: float = 20.0):
+    tokenizer, model, vocoder = speecht5_torch(bias)
+    ids = tokenizer(text, return_tensors="pt").input_ids
     with torch.no_grad():
         return model.generate_speech(ids, torch.from_numpy(speaker)[None], vocoder=vocoder,
                                      maxlenratio=maxlenratio).numpy()
@@ -166,6 +187,17 @@ def test_speecht5_without_noise_is_transformers_generate_speech(backend: str) ->
     assert got["audio"].shape == want.shape == (5 * 2 * 16,)
     np.testing.assert_allclose(got["audio"], want, atol=TOLERANCE, rtol=0)
     assert np.abs(want).max() > 0.05
+
+
+def test_speecht5_merged_decoder_gives_the_same_audio() -> None:
+    speak = TextToSpeech(speecht5_variant(STOP_BIAS, merged=True), speaker_embedding=SPEAKER)
+    assert speak.synthesizer.merged and speak.synthesizer.with_past is None
+    got = speak(TEXTS[0], noise=False)["audio"]
+    want = speecht5_reference(TEXTS[0], SPEAKER)
+    assert got.shape == want.shape == (5 * 2 * 16,)
+    np.testing.assert_allclose(got, want, atol=TOLERANCE, rtol=0)
+    a, b = (speak({"text": TEXTS[0], "seed": 7})["audio"] for _ in range(2))  # random operators in its If branches
+    np.testing.assert_array_equal(a, b)
 
 
 def test_speecht5_stops_at_maxlen(monkeypatch) -> None:

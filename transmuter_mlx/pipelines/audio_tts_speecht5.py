@@ -110,7 +110,9 @@ class SpeechT5Synthesizer:
             spectra.append(to_numpy(model, out["spectrum"]).reshape(-1, self.args.num_mel_bins))
             prob = to_numpy(model, out["prob"])
             frames = to_numpy(model, out["output_sequence_out"]).astype(np.float32)
-            past.update({PAST + n[len(PRESENT):]: v for n, v in out.items() if n.startswith(PRESENT)})
+            # the cross-attention cache is the first step's: a merged decoder's cached branch gives placeholders
+            past.update({PAST + n[len(PRESENT):]: v for n, v in out.items()
+                         if n.startswith(PRESENT) and (step == 1 or ".encoder." not in n)})
             if step >= minlen and (step >= maxlen or float(prob.sum()) >= THRESHOLD):
                 break
         spectrogram = np.concatenate(spectra).astype(np.float32)
