@@ -13,6 +13,8 @@ import numpy as np
 import pytest
 
 from tests.fixtures.speech import speech
+from transmuter_mlx.audio_input import load_audio
+from transmuter_mlx.processors import Processor
 from transmuter_mlx.processors.audio import AudioFeatures, AudioProcessor
 
 transformers = pytest.importorskip("transformers")
@@ -100,7 +102,7 @@ def test_whisper_short_exact_and_truncated_clips(beckett: np.ndarray, seconds: f
 
 def test_whisper_batches_clips_of_any_length(beckett: np.ndarray) -> None:
     ours = _ours(_whisper(80))
-    assert ours.fixed_size and ours.kind == "audio" and ours.sampling_rate == 16000
+    assert isinstance(ours, Processor) and ours.fixed_size and ours.kind == "audio" and ours.sampling_rate == 16000
     rows = [ours.preprocess(beckett[:n], index=i)[0] for i, n in enumerate((8000, 16000, 159414))]
     assert {ours.bucket(r) for r in rows} == {(80, 3000)}
     assert [r.num_samples for r in rows] == [8000, 16000, 159414] and [r.owner for r in rows] == [0, 1, 2]
@@ -263,3 +265,67 @@ def test_preprocess_names_the_input_of_bad_audio() -> None:
     with pytest.raises(ValueError, match="my-task: input 2: the audio is empty"):
         ours.preprocess(np.zeros(0, np.float32), 2)
     assert isinstance(ours.preprocess(np.zeros(300, np.float32), 0)[0], AudioFeatures)
+
+
+# ---------------------------------------------------------------------- the pipeline base
+class _FakeModel:
+    """A Model-like graph: declares its inputs (fp16 ``input_values``), records the feeds of each call."""
+
+    def __init__(self, dtype: type = np.float16) -> None:
+        from types import SimpleNamespace
+
+        self.inputs = [SimpleNamespace(name="input_values", dtype=np.dtype(dtype))]
+        self.backend = SimpleNamespace(is_array=lambda value: False, to_numpy=np.asarray)
+        self.calls: list[dict[str, np.ndarray]] = []
+
+    def __call__(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        self.calls.append(feeds)
+        values = feeds["input_values"].astype(np.float32)
+        return {"logits": values.reshape(len(values), -1).sum(axis=1, keepdims=True)}
+
+
+def _pipeline(tmp_path, extractor: dict, batch_size: int):
+    import json
+
+    from transmuter_mlx.pipelines.audio import AudioPipeline
+
+    class Sums(AudioPipeline):
+        task = "audio-classification"
+
+        def postprocess(self, prepared, outputs, options):
+            return float(outputs[0]["logits"][0]), prepared.data.shape[0]
+
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "audio-spectrogram-transformer",
+                                                      "id2label": {"0": "a"}}))
+    (tmp_path / "preprocessor_config.json").write_text(json.dumps(extractor))
+    return Sums(tmp_path, model=_FakeModel(), compile={"batch_size": batch_size})
+
+
+def test_audio_pipeline_batches_fixed_size_features_and_casts_feeds(tmp_path, beckett: np.ndarray) -> None:
+    extractor = {"feature_extractor_type": "ASTFeatureExtractor", "num_mel_bins": 16, "max_length": 32}
+    pipe = _pipeline(tmp_path, extractor, batch_size=2)
+    assert pipe.sampling_rate == 16000 and pipe.batch_size == 2
+    x48, _ = speech("beckett_48k")
+    inputs = [beckett[:8000], {"raw": x48[:24000], "sampling_rate": 48000}, beckett[:20000]]
+    results = pipe(inputs)
+    calls = pipe.model.calls
+    assert [c["input_values"].shape for c in calls] == [(2, 32, 16), (2, 32, 16)]  # the last batch filled
+    assert {c["input_values"].dtype for c in calls} == {np.dtype(np.float16)}  # the graph's declared dtype
+    ours = _ours(transformers.ASTFeatureExtractor(num_mel_bins=16, max_length=32))
+    for (total, _), wave in zip(results, (inputs[0], load_audio(inputs[1], 16000), inputs[2])):
+        expected = ours.features(wave)["input_values"].astype(np.float16).astype(np.float32).sum()
+        assert total == pytest.approx(float(expected), rel=1e-5)  # each row its own clip's features
+    assert [s for _, s in results] == [8000, 8000, 20000]  # the dict resampled to 16 kHz
+    with pytest.raises(TypeError, match="audio-classification: input 1: a stream of audio blocks"):
+        pipe([beckett[:8000], iter([beckett[:100]])])
+    with pytest.raises(ValueError, match="audio-classification: input 0: the audio is empty"):
+        pipe(np.zeros(0, np.float32))
+
+
+def test_audio_pipeline_runs_raw_waveforms_one_at_a_time(tmp_path, beckett: np.ndarray) -> None:
+    pipe = _pipeline(tmp_path, {"feature_extractor_type": "Wav2Vec2FeatureExtractor"}, batch_size=4)
+    assert pipe.batch_size == 1  # clips of different lengths: each at its own
+    pipe([beckett[:4000], beckett[:5000]])
+    assert [c["input_values"].shape for c in pipe.model.calls] == [(1, 4000), (1, 5000)]
+    with pytest.raises(ValueError, match="takes \\['input_values'\\], which the feature extractor does not give"):
+        pipe.declared_feeds({"input_features": np.zeros((1, 2))}, "the feature extractor")
