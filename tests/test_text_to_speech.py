@@ -90,6 +90,24 @@ def test_vits_seed_decides_the_audio() -> None:
     np.testing.assert_array_equal(noiseless, speak(text, noise=False)["audio"])
 
 
+def test_vits_vocabulary_from_tokenizer_json_and_no_phonemizer(tmp_path: Path) -> None:
+    """A transformers.js export may have only tokenizer.json: its ``model.vocab`` is the vocabulary."""
+    import json
+
+    folder = tmp_path / "vits"
+    shutil.copytree(build("vits"), folder)
+    vocab = json.loads((folder / "vocab.json").read_text())
+    (folder / "vocab.json").unlink()
+    (folder / "tokenizer.json").write_text(json.dumps({"model": {"type": "WordLevel", "vocab": vocab}}))
+    speak = TextToSpeech(folder)
+    assert speak.synthesizer.ids(0, TEXTS[0]).tolist() == vits_torch()[0](TEXTS[0]).input_ids
+    assert "tokenizer.json of" in speak.synthesizer.text.source
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    (folder / "tokenizer_config.json").write_text(json.dumps({**config, "phonemize": True}))
+    with pytest.raises(ValueError, match="phonemizes its text"):
+        TextToSpeech(folder)
+
+
 @pytest.mark.parametrize("item, error, message", [
     ("", ValueError, "input 0: the text is empty"),
     ("   ", ValueError, "input 0: the text is empty"),

@@ -11,7 +11,8 @@ The graph holds VITS's noise: random normal operators scaled by ``noise_scale`` 
 ``noise_scale_duration`` (the stochastic duration predictor), which the speech-synthesis pipeline seeds
 per input, or turns off (``noise=False``: the audio of transformers with both scales at 0).
 
-The text is prepared as transformers' ``VitsTokenizer`` does (``vocab.json`` and tokenizer_config.json:
+The text is prepared as transformers' ``VitsTokenizer`` does (``vocab.json``, else the vocabulary of
+tokenizer.json, and tokenizer_config.json:
 ``normalize``, ``add_blank``, ``language``): see :class:`VitsText`. Tokenizers that phonemize (espeak) are
 not served; MMS-TTS tokenizers do not.
 """
@@ -70,13 +71,20 @@ class VitsText:
         if config.get("phonemize"):
             raise ValueError(f"text-to-speech: the tokenizer of {repo.name} phonemizes its text (phonemize: true, "
                              "espeak), which transmuter-mlx does not do; MMS-TTS tokenizers do not phonemize")
-        if not repo.exists("vocab.json"):
+        if repo.exists("vocab.json"):
+            vocab, source = json.loads(repo.path("vocab.json").read_text(encoding="utf-8")), "vocab.json"
+        elif repo.exists("tokenizer.json"):  # a transformers.js export without the slow tokenizer's file
+            model = json.loads(repo.path("tokenizer.json").read_text(encoding="utf-8")).get("model") or {}
+            vocab, source = model.get("vocab"), "tokenizer.json"
+            if not isinstance(vocab, dict):
+                raise ValueError(f"text-to-speech: the tokenizer.json of {repo.name} has no character vocabulary "
+                                 "(model.vocab), and the repository no vocab.json")
+        else:
             raise ValueError(f"text-to-speech: {repo.name} has no vocab.json, the vocabulary of its VITS tokenizer")
-        vocab = json.loads(repo.path("vocab.json").read_text(encoding="utf-8"))
         unk = config.get("unk_token", "<unk>")
         unk = unk.get("content") if isinstance(unk, dict) else unk
         return cls(vocab, add_blank=config.get("add_blank", True), normalize=config.get("normalize", True),
-                   language=config.get("language"), unk_token=unk, source=f"vocab.json of {repo.name}")
+                   language=config.get("language"), unk_token=unk, source=f"{source} of {repo.name}")
 
     def prepare(self, text: str) -> str:
         """The text as the tokenizer splits it (``VitsTokenizer.prepare_for_tokenization``)."""
