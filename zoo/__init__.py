@@ -25,7 +25,8 @@ if __name__ == "zoo":  # imported as a top-level module, from a checkout's root 
         "sees: import transmuter_mlx.zoo instead"
     )
 
-__all__ = ["IMAGE_PROCESSORS", "REMAP", "UnknownFamilyError", "families", "family", "image_processor"]
+__all__ = ["FEATURE_EXTRACTORS", "IMAGE_PROCESSORS", "REMAP", "UnknownFamilyError", "families", "family",
+           "feature_extractor", "image_processor"]
 
 #: model_type -> module serving it (model types spelled with dashes need an entry too)
 REMAP: dict[str, str] = {
@@ -126,6 +127,18 @@ REMAP: dict[str, str] = {
 }
 
 
+#: model_type -> the feature extractor transformers' AutoFeatureExtractor takes for it, when a
+#: preprocessor_config.json names none (``feature_extractor(config)``)
+FEATURE_EXTRACTORS: dict[str, str] = {
+    "whisper": "WhisperFeatureExtractor",
+    "audio-spectrogram-transformer": "ASTFeatureExtractor",
+    "clap": "ClapFeatureExtractor",
+    "speecht5": "SpeechT5FeatureExtractor",
+    **dict.fromkeys(("wav2vec2", "hubert", "wavlm", "unispeech", "unispeech-sat", "data2vec-audio",
+                     "wav2vec2-conformer", "sew", "sew-d", "moonshine"), "Wav2Vec2FeatureExtractor"),
+}
+
+
 #: model_type -> the image processor transformers' AutoImageProcessor takes for it, when a
 #: preprocessor_config.json names none (``image_processor(config)``)
 IMAGE_PROCESSORS: dict[str, str] = {
@@ -215,6 +228,15 @@ def image_processor(config: Mapping[str, Any]) -> str | None:
     'BitImageProcessor'
     """
     return IMAGE_PROCESSORS.get(config.get("model_type", ""))
+
+
+def feature_extractor(config: Mapping[str, Any]) -> str | None:
+    """The feature extractor type of a config.json's model_type, when a preprocessor_config.json names none.
+
+    >>> feature_extractor({"model_type": "hubert"})
+    'Wav2Vec2FeatureExtractor'
+    """
+    return FEATURE_EXTRACTORS.get(config.get("model_type", ""))
 
 
 def families() -> list[str]:
