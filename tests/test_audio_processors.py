@@ -260,6 +260,18 @@ def test_config_dispatch_and_errors() -> None:
     assert whisper.sampling_rate == 16000 and whisper.feature_size == 128
 
 
+def test_a_repository_without_the_type_takes_its_model_types(tmp_path) -> None:
+    """As AutoFeatureExtractor: a preprocessor_config.json naming no type takes config.json's model_type's."""
+    import json
+
+    from transmuter_mlx.hub import open_repo
+
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "hubert"}))
+    (tmp_path / "preprocessor_config.json").write_text(json.dumps({"do_normalize": False}))
+    ours = AudioProcessor.from_repo(open_repo(tmp_path), "audio-classification")
+    assert type(ours).__name__ == "Wav2Vec2Features" and not ours.do_normalize
+
+
 def test_preprocess_names_the_input_of_bad_audio() -> None:
     ours = AudioProcessor.from_config({"feature_extractor_type": "WhisperFeatureExtractor"}, "my-task")
     with pytest.raises(ValueError, match="my-task: input 2: the audio is empty"):

@@ -103,6 +103,11 @@ class AudioProcessor:
         if config is None:
             raise RepoFileNotFoundError(f"{prefix(task)}{repo.name} has no preprocessor_config.json, which "
                                         "an audio task needs (the feature extractor's settings)")
+        if not config.get("feature_extractor_type") and repo.exists("config.json"):  # as AutoFeatureExtractor
+            from ... import zoo
+
+            name = zoo.feature_extractor(repo.config)
+            config = {**config, "feature_extractor_type": name} if name else config
         return cls.from_config(config, task)
 
     def value(self, key: str, default: Any) -> Any:
