@@ -271,3 +271,28 @@ def test_wav_bytes_in_memory(beckett: np.ndarray) -> None:
     buffer = io.BytesIO()
     sf.write(buffer, beckett, 16000, format="WAV", subtype="PCM_16")
     np.testing.assert_array_equal(load_audio(bytearray(buffer.getvalue()), 16000), beckett)
+
+
+def test_http_urls_are_downloaded(beckett: np.ndarray, tmp_path: Path) -> None:
+    """A local http server: the file's samples; a missing one is an OSError naming the input and URL."""
+    import functools
+    import http.server
+    import threading
+
+    sf.write(tmp_path / "clip.flac", beckett, 16000, subtype="PCM_16")
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args) -> None:  # no request lines on stderr
+            pass
+
+    handler = functools.partial(Quiet, directory=str(tmp_path))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        np.testing.assert_allclose(load_audio(f"{url}/clip.flac", 16000, TASK, 0), beckett, atol=1 / 32768)
+        with pytest.raises(OSError, match=f"{TASK}: input 2: could not download '{url}/missing.flac'"):
+            load_audio(f"{url}/missing.flac", 16000, TASK, 2)
+    finally:
+        server.shutdown()
+        server.server_close()
