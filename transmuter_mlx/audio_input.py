@@ -80,10 +80,10 @@ def load_audio(item: Any, sampling_rate: int, task: str = "", index: int = 0) ->
         return _check(_decode(bytes(item), sampling_rate, where, "the encoded audio"), where)
     if isinstance(item, (str, os.PathLike)):
         return _check(_from_source(item, sampling_rate, where), where)
-    if isinstance(item, Iterator) or (isinstance(item, Iterable) and not isinstance(item, (list, tuple))):
-        return item  # a stream: iter_audio_blocks reads it block by block
     if hasattr(item, "__array__") and not isinstance(item, (list, tuple)):  # a torch tensor, an mx.array...
         return _check(_as_float(np.asarray(item), where), where)
+    if isinstance(item, Iterator) or (isinstance(item, Iterable) and not isinstance(item, (list, tuple))):
+        return item  # a stream: iter_audio_blocks reads it block by block
     raise TypeError(
         f"{where}: audio must be a numpy array, a dict with 'raw' (or 'array') and 'sampling_rate', a path, "
         f"an http(s) URL or encoded bytes, got {type(item).__name__}"
