@@ -86,6 +86,7 @@ def test_stereo_is_the_mean_of_the_channels(beckett: np.ndarray) -> None:
     (np.array([0.0, 0.1, np.nan, 0.0], np.float32), "input 4: the audio has NaN or infinite samples .*sample 2"),
     (np.array([0.0, np.inf], np.float64), "input 4: the audio has NaN or infinite samples .*sample 1"),
     ({"raw": np.zeros(0, np.float32), "sampling_rate": 8000}, "input 4: the audio is empty"),
+    ({"raw": np.array([0.0] * 99 + [np.nan]), "sampling_rate": 8000}, "input 4: .* NaN .*at sample 99\\)"),
     ({"raw": np.zeros(10, np.float32)}, "input 4: an audio dict needs .*'sampling_rate'.* got the keys \\['raw'\\]"),
     ({"sampling_rate": 16000}, "input 4: an audio dict needs a 'raw' \\(or 'array'\\) key"),
     ({"array": np.zeros(10, np.float32), "sampling_rate": 0}, "input 4: 'sampling_rate' must be a positive whole number"),

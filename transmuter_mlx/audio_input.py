@@ -75,7 +75,7 @@ def load_audio(item: Any, sampling_rate: int, task: str = "", index: int = 0) ->
         return _check(_as_float(item, where), where)
     if isinstance(item, dict):
         samples, rate = _from_dict(item, where)
-        return _check(resample(_as_float(samples, where), rate, sampling_rate), where)
+        return resample(_check(_as_float(samples, where), where), rate, sampling_rate)  # checked as given
     if isinstance(item, (bytes, bytearray, memoryview)):
         return _check(_decode(bytes(item), sampling_rate, where, "the encoded audio"), where)
     if isinstance(item, (str, os.PathLike)):
