@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from transmuter_mlx.hub import RepoNotFoundError
 from transmuter_mlx.pipelines.audio_tts import TextToSpeech
 
 torch = pytest.importorskip("torch")
@@ -216,6 +217,22 @@ def test_speecht5_merged_decoder_gives_the_same_audio() -> None:
     np.testing.assert_allclose(got, want, atol=TOLERANCE, rtol=0)
     a, b = (speak({"text": TEXTS[0], "seed": 7})["audio"] for _ in range(2))  # random operators in its If branches
     np.testing.assert_array_equal(a, b)
+
+
+def test_speecht5_vocoder_of_another_repository(tmp_path: Path) -> None:
+    folder, vocoder = tmp_path / "speecht5", tmp_path / "hifigan"
+    shutil.copytree(speecht5_variant(STOP_BIAS), folder)
+    (vocoder / "onnx").mkdir(parents=True)
+    (folder / "onnx" / "decoder_postnet_and_vocoder.onnx").rename(vocoder / "onnx" / "model.onnx")
+    speak = TextToSpeech(folder, vocoder=vocoder, speaker_embedding=SPEAKER)
+    np.testing.assert_array_equal(speak(TEXTS[1], noise=False)["audio"],
+                                  pipe("speecht5", speaker_embedding=SPEAKER)(TEXTS[1], noise=False)["audio"])
+    with pytest.raises(ValueError, match="the vocoder .* has no onnx/model.onnx"):
+        TextToSpeech(folder, vocoder=tmp_path, speaker_embedding=SPEAKER)
+    with pytest.raises(RepoNotFoundError, match="Xenova/speecht5_hifigan"):  # the default, not in the offline cache
+        TextToSpeech(folder, speaker_embedding=SPEAKER)
+    with pytest.raises(ValueError, match="takes no vocoder"):
+        TextToSpeech(build("vits"), vocoder=vocoder)
 
 
 def test_speecht5_stops_at_maxlen(monkeypatch) -> None:

@@ -76,6 +76,9 @@ class TextToSpeech(Pipeline):
     Options: ``noise`` (default True; False: the random operators give fixed values, the seed is not used),
     ``speaker_embedding`` (SpeechT5: the speaker's x-vector, ``speaker_embedding_dim`` values (512); an
     input's own ``speaker_embedding`` wins). An input is a text or ``{"text", "seed", "speaker_embedding"}``.
+    When building: ``vocoder`` (SpeechT5: the repository, folder or Model of the postnet and vocoder graph,
+    ``spectrogram`` -> ``waveform``, for a repository without ``decoder_postnet_and_vocoder.onnx``; default
+    Xenova/speecht5_hifigan, as transformers' pipeline defaults to microsoft/speecht5_hifigan).
     """
 
     task = "text-to-speech"
@@ -83,6 +86,8 @@ class TextToSpeech(Pipeline):
     single_types = (str, Mapping)
 
     def __init__(self, source: Any = None, /, **options: Any) -> None:
+        # a build option of SpeechT5 repositories without the vocoder file (a repository, folder or Model)
+        self.vocoder_source = options.pop("vocoder", None)
         super().__init__(source, **options)
         key = getattr(self.family, "SPEECH_SYNTHESIZER", None)
         if key not in SYNTHESIZERS:
@@ -157,6 +162,8 @@ class VitsSynthesizer:
         self.task = pipe.task
         o = pipe.options
         self.model = o.model if o.model is not None else pipe.load_file("model")
+        if pipe.vocoder_source is not None:
+            raise ValueError(f"{self.task}: a VITS model makes its waveform itself: it takes no vocoder")
         self.text = o.tokenizer if isinstance(o.tokenizer, VitsText) else VitsText.from_repo(pipe.repo)
         self.sampling_rate = int(pipe.args.sampling_rate)
 

@@ -13,16 +13,22 @@ joins the frames. It stops after step ``minlen`` once the probabilities of a ste
 ``maxlen`` (``ModelArgs.length_limits``: 0 and 20 steps per input token, over the reduction factor). The
 spectra of all steps, in order, go through ``decoder_postnet_and_vocoder`` into the waveform.
 
+A repository without ``decoder_postnet_and_vocoder.onnx`` (transformers.js exports keep the vocoder apart)
+takes the ``onnx/model.onnx`` of the ``vocoder`` option, by default :data:`DEFAULT_VOCODER`.
+
 The decoder's dropout is random: each step draws from a seed taken from the input's seed, so that one seed
 gives one audio; ``noise=False`` keeps every value.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numpy as np
 
+from ..converters.model import load
+from ..hub import open_repo
 from ..tokenizer import Tokenizer
 from ..zoo.speecht5 import THRESHOLD
 from .audio_tts import SpeechInput, declared, to_numpy
@@ -30,6 +36,8 @@ from .audio_tts import SpeechInput, declared, to_numpy
 __all__ = ["SpeechT5Synthesizer"]
 
 PAST, PRESENT = "past_key_values.", "present."
+#: the postnet and vocoder of a repository without them (transformers.js's SpeechT5 exports)
+DEFAULT_VOCODER = "Xenova/speecht5_hifigan"
 
 
 class SpeechT5Synthesizer:
@@ -37,7 +45,7 @@ class SpeechT5Synthesizer:
 
     def __init__(self, pipe: Any) -> None:
         self.task, self.args, name = pipe.task, pipe.args, pipe.repo.name
-        missing = [role for role in ("encoder", "decoder", "vocoder") if not pipe.has_file(role)]
+        missing = [role for role in ("encoder", "decoder") if not pipe.has_file(role)]
         if missing:
             stems = [pipe.family.FILES[r][0] for r in missing]
             raise ValueError(f"{self.task}: {name} has no {', '.join(s + '.onnx' for s in stems)}: SpeechT5 takes "
@@ -51,10 +59,24 @@ class SpeechT5Synthesizer:
             if not pipe.has_file("decoder_with_past"):
                 raise ValueError(f"{self.task}: {name} has decoder_model.onnx but no decoder_with_past_model.onnx")
             self.with_past = pipe.load_file("decoder_with_past")
-        self.vocoder = pipe.load_file("vocoder")
+        self.vocoder = self._vocoder(pipe)
         self.tokenizer: Tokenizer = pipe.options.tokenizer or Tokenizer.from_repo(pipe.repo)
         features = pipe.repo.read_json("preprocessor_config.json") or {}
         self.sampling_rate = int(features.get("sampling_rate") or self.args.sampling_rate)
+
+    def _vocoder(self, pipe: Any) -> Any:
+        """The repository's decoder_postnet_and_vocoder.onnx; else the ``vocoder`` option (a Model, or the
+        ``onnx/model.onnx`` of a repository or folder), by default DEFAULT_VOCODER."""
+        source = pipe.vocoder_source
+        if source is None and pipe.has_file("vocoder"):
+            return pipe.load_file("vocoder")
+        if source is not None and not isinstance(source, str | os.PathLike | tuple):
+            return source  # a Model (or Model-like) of its own
+        o = pipe.options
+        repo = open_repo(source or DEFAULT_VOCODER, revision=o.revision, cache_dir=o.cache_dir, offline=o.offline)
+        if not repo.onnx_variants("model"):
+            raise ValueError(f"{self.task}: the vocoder {repo.name} has no onnx/model.onnx")
+        return load(repo.onnx_path("model", variant=o.variant), backend=o.backend, dtype=o.dtype, device=o.device)
 
     # ------------------------------------------------------------------ inputs
     def ids(self, index: int, text: str) -> np.ndarray:
