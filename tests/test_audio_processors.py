@@ -277,6 +277,10 @@ def test_preprocess_names_the_input_of_bad_audio() -> None:
     with pytest.raises(ValueError, match="my-task: input 2: the audio is empty"):
         ours.preprocess(np.zeros(0, np.float32), 2)
     assert isinstance(ours.preprocess(np.zeros(300, np.float32), 0)[0], AudioFeatures)
+    with pytest.raises(TypeError, match="my-task: input 1: a stream of audio blocks has no features"):
+        ours.preprocess(iter([np.zeros(300, np.float32)]), 1)
+    with pytest.raises(ValueError, match="my-task: input 3: the audio has NaN"):
+        ours.preprocess({"raw": np.full(10, np.nan), "sampling_rate": 8000}, 3)
 
 
 # ---------------------------------------------------------------------- the pipeline base

@@ -133,6 +133,9 @@ class AudioProcessor:
         from ...audio_input import load_audio
 
         wave = load_audio(item, self.sampling_rate, self.task, index)
+        if not isinstance(wave, np.ndarray):
+            raise TypeError(f"{prefix(self.task, index)}a stream of audio blocks has no features of its own; "
+                            "read its blocks with audio_input.iter_audio_blocks")
         try:
             feeds = self.features(wave)
         except ValueError as error:
