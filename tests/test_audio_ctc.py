@@ -227,3 +227,8 @@ def test_a_recognizer_takes_a_pipe_like_object() -> None:
     assert recognizer.vocabulary is vocab and recognizer.ratio == 20 and recognizer.sampling_rate == RATE
     wave = clip(3.0, 1.0)
     assert recognizer.recognize([wave], {"return_timestamps": "char"}) == [base(wave, return_timestamps="char")]
+
+
+def test_a_classifier_is_not_a_ctc_head() -> None:
+    with pytest.raises(ValueError, match=r"logits of shape \(1, \d+\).*not a CTC head"):
+        SpeechToText(build("wav2vec2-cls"), tokenizer=CTCVocabulary({0: "<pad>"}))(clip(0.0, 0.5))

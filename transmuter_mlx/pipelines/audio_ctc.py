@@ -318,4 +318,7 @@ class CTCRecognizer:
                              f"{list(out)}); is it exported with a CTC head?")
         B = self.model.backend
         logits = B.to_numpy(out["logits"]) if B.is_array(out["logits"]) else np.asarray(out["logits"])
+        if logits.ndim != 3:  # a sequence classifier's (batch, labels) logits, not per-frame ones
+            raise ValueError(f"{self.task}: the ONNX graph of {self.name} gives logits of shape {logits.shape}, not "
+                             "(batch, frames, vocabulary): it is not a CTC head (an audio classifier?)")
         return np.argmax(logits[0].astype(np.float32), axis=-1)
