@@ -189,6 +189,7 @@ def test_bad_options_are_named_errors() -> None:
                              ({"return_timestamps": "word"}, r"gives no timestamps"),
                              ({"language": "en"}, r"no 'language' option"),
                              ({"num_beams": 0}, r"num_beams"),
+                             ({"num_beams": 2, "num_return_sequences": 2}, r"num_return_sequences must be 1"),
                              ({"chunk_length_s": 0.04, "stride_length_s": 0}, r"a window of 640 samples")]:
         with pytest.raises(ValueError, match=message):
             asr(wave, **options)

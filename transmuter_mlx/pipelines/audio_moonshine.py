@@ -127,6 +127,9 @@ class MoonshineRecognizer:
             config = self.generation.update(**given)
         except ValueError as error:
             raise ValueError(f"{self.task}: {error}") from error
+        if config.num_return_sequences != 1:
+            raise ValueError(f"{self.task}: one text per input: num_return_sequences must be 1, got "
+                             f"{config.num_return_sequences}")
         if config.start_id is None:
             raise ValueError(f"{self.task}: {self.name} has no decoder_start_token_id (nor bos_token_id) in "
                              "generation_config.json or config.json")
