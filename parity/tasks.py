@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from functools import partial
 from types import MappingProxyType
 
+from . import audio_reference as audio
 from . import text_reference as text
 from . import vision_reference as vision
 
@@ -114,6 +115,19 @@ PARITY: MappingProxyType[str, TaskParity] = MappingProxyType(
         ),
         "image-to-image": TaskParity(
             "vision", "transformers", vision.image_to_image, partial(vision.image_items, steps=_STEP), swaps=False,
+        ),
+        # segment timestamps within one time step (the spec's); words and CTC offsets: their items carry 1e-6
+        "automatic-speech-recognition": TaskParity(
+            "audio", "transformers", audio.speech_recognition, audio.transcript_items, swaps=False, tolerance=0.02,
+        ),
+        "audio-classification": TaskParity(
+            "audio", "transformers", audio.audio_classification, audio.classification_items
+        ),
+        "zero-shot-audio-classification": TaskParity(
+            "audio", "transformers", audio.zero_shot_audio_classification, audio.classification_items
+        ),
+        "text-to-speech": TaskParity(
+            "audio", "PyTorch (noise=False)", audio.speech, audio.speech_items, swaps=False
         ),
     }
 )

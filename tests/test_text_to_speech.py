@@ -20,14 +20,10 @@ from transmuter_mlx.pipelines.audio_tts import TextToSpeech
 torch = pytest.importorskip("torch")
 T = pytest.importorskip("transformers")
 
-from tests.fixtures.tts_models import build  # noqa: E402
+from tests.fixtures.tts_models import NO_STOP, STOP_BIAS, build, speecht5_variant  # noqa: E402
 
 TOLERANCE = 1e-4
 TEXTS = ("Hello, my dog is cute.", "HI there")
-# SpeechT5's random stop head gives probabilities near 0.5 each, so generation would stop at its first step:
-# its weights negated and a bias make the fixture stop by its threshold at step 5 (STOP_BIAS; the sums of
-# the probabilities of steps 4 and 5 are 0.4976 and 0.5019) or never (NO_STOP)
-STOP_BIAS, NO_STOP = -1.03, -4.0
 _PIPES: dict = {}
 
 
@@ -135,42 +131,6 @@ def test_bad_options_are_named_errors() -> None:
 
 
 # ---------------------------------------------------------------------------------------------- SpeechT5
-def speecht5_variant(bias: float, merged: bool = False) -> Path:
-    """The SpeechT5 fixture with the stop head's weights negated and its bias set to ``bias`` (in both decoder
-    graphs); its PyTorch model gets the same head in ``speecht5_reference``. ``merged``: the two decoders
-    merged into ``decoder_model_merged.onnx`` (optimum's ``merge_decoders``), as transformers.js exports have."""
-    import onnx
-    from onnx import numpy_helper
-
-    source = build("speecht5")
-    folder = source.parent / f"{source.name}-stop{bias:+.4f}{'-merged' if merged else ''}"
-    if (folder / "done").exists():
-        return folder
-    shutil.rmtree(folder, ignore_errors=True)
-    shutil.copytree(source, folder)
-    for path in (folder / "onnx").glob("decoder*.onnx"):
-        model = onnx.load(str(path))
-        weight = next((n.input[1] for n in model.graph.node if n.name == "/prob_out/MatMul"), None)
-        if weight is None:  # decoder_postnet_and_vocoder
-            continue
-        for init in model.graph.initializer:
-            if init.name == "speech_decoder_postnet.prob_out.bias":
-                init.CopyFrom(numpy_helper.from_array(np.full(list(init.dims), bias, np.float32), init.name))
-            elif init.name == weight:
-                init.CopyFrom(numpy_helper.from_array(-numpy_helper.to_array(init), init.name))
-        onnx.save(model, str(path))
-    if merged:
-        from optimum.onnx import merge_decoders
-
-        decoder, with_past = folder / "onnx" / "decoder_model.onnx", folder / "onnx" / "decoder_with_past_model.onnx"
-        merge_decoders(str(decoder), str(with_past), save_path=str(folder / "onnx" / "decoder_model_merged.onnx"),
-                       strict=False)
-        decoder.unlink()
-        with_past.unlink()
-    (folder / "done").write_text("")
-    return folder
-
-
 SPEAKER = np.random.default_rng(0).standard_normal(8).astype(np.float32)  # the fixture's speaker_embedding_dim
 
 

