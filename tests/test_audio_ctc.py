@@ -205,13 +205,15 @@ def test_bad_input_is_a_named_error() -> None:
 
 def test_bad_options_are_named_errors() -> None:
     asr, wave = ours("wav2vec2-ctc", "mlx"), clip(0.0, 1.0)
+    ratio, least = asr.recognizer.ratio, asr.recognizer.min_samples
+    assert ratio < least  # a window of one frame's samples is too short for the convolutions
     for options, message in [({"return_timestamps": True}, r"return_timestamps must be 'char' or 'word'"),
                              ({"max_new_tokens": 5}, r"CTC model, which has no 'max_new_tokens'"),
                              ({"language": "en"}, r"no 'language' option"),
                              ({"chunk_length_s": 1.0, "stride_length_s": 0.5}, r"longer than the strides"),
                              ({"chunk_length_s": -1}, r"chunk_length_s must be a positive"),
                              ({"chunk_length_s": 1.0, "stride_length_s": "x"}, r"stride_length_s must be"),
-                             ({"chunk_length_s": 0.001, "stride_length_s": 0}, r"a window of 20 samples")]:
+                             ({"chunk_length_s": ratio / RATE, "stride_length_s": 0}, rf"a window of {ratio} samples .*{least}")]:
         with pytest.raises(ValueError, match=message):
             asr(wave, **options)
 
@@ -224,7 +226,8 @@ def test_a_recognizer_takes_a_pipe_like_object() -> None:
     pipe = SimpleNamespace(task=base.task, repo=repo, args=base.args, load_file=base.load_file,
                            options=SimpleNamespace(model=base.recognizer.model, featurizer=None, tokenizer=vocab))
     recognizer = CTCRecognizer(pipe)
-    assert recognizer.vocabulary is vocab and recognizer.ratio == 20 and recognizer.sampling_rate == RATE
+    assert recognizer.vocabulary is vocab and recognizer.sampling_rate == RATE
+    assert recognizer.ratio == int(np.prod(repo.config["conv_stride"]))
     wave = clip(3.0, 1.0)
     assert recognizer.recognize([wave], {"return_timestamps": "char"}) == [base(wave, return_timestamps="char")]
 
