@@ -148,9 +148,12 @@ def chunked_windows(v: Vocab, *, word: bool) -> list[dict]:
         right = 0 if is_last else stride
         if n > left:
             tokens = window_tokens(v, words, begin / sr, n / sr, lang=lang, closed=v.rng.random() < 0.7)
-            window = {"tokens": np.asarray([tokens]), "stride": (n / sr, left / sr, right / sr)}
+            window = {"stride": (n / sr, left / sr, right / sr)}
             if word:
                 window["token_timestamps"] = token_times(v, tokens)[None]
+            if v.rng.random() < 0.3:  # padded to a longer row of its batch, past its timestamps
+                tokens = tokens + [v.eot] * int(v.rng.integers(1, 5))
+            window["tokens"] = np.asarray([tokens])
             windows.append(window)
         if is_last:
             break
@@ -280,8 +283,10 @@ def test_bad_input_names_the_window(toks):
         wt.decode_asr(ours, [{"tokens": np.asarray([1.5])}])
     with pytest.raises(ValueError, match=r"windows\[0\]: return_timestamps='word' needs"):
         wt.decode_asr(ours, [good], return_timestamps="word")
-    with pytest.raises(ValueError, match=r"windows\[0\]: 2 token_timestamps for 5 tokens"):
+    with pytest.raises(ValueError, match=r"windows\[0\]: 2 token_timestamps for tokens whose text token 2 needs"):
         wt.decode_asr(ours, [{**good, "token_timestamps": np.zeros(2, np.float32)}], return_timestamps="word")
+    padded = {"tokens": np.asarray([50257, 50363, 400, 50400, 50256, 50256]), "token_timestamps": np.zeros(3)}
+    assert wt.decode_asr(ours, [padded], return_timestamps="word")["chunks"][0]["timestamp"] == (0.0, 0.0)
     with pytest.raises(ValueError, match=r"windows\[0\]\['stride'\]: expected"):
         wt.decode_asr(ours, [{**good, "stride": (1.0, 2.0)}])
     with pytest.raises(ValueError, match="return_timestamps must be"):

@@ -188,3 +188,59 @@ def test_bad_input():
         ww.token_timestamps([], [[0, 0]], num_input_ids=2)
     with pytest.raises(ValueError, match="beam_indices"):
         ww.token_timestamps(steps, [[0, 0]], num_input_ids=2, beam_indices=np.zeros((1, 9), np.int64) + 3)
+
+
+@pytest.mark.slow
+def test_real_whisper_pipeline(monkeypatch):
+    """The real whisper-tiny.en in transformers' pipeline on real speech, 4 s windows two at a time, 2 beams,
+    word timestamps: every ``_extract_token_timestamps`` call (real cross attentions, beam_indices, the
+    windows' num_frames) and the ``_decode_asr`` call (strides, padded rows, merges) give exactly what ours do
+    on the same inputs."""
+    import copy
+
+    from transformers import pipeline
+    from transformers.models.whisper import tokenization_whisper, tokenization_whisper_fast
+
+    from tests.fixtures.speech import speech
+    from tests.fixtures.whisper_real import build
+    from transmuter_mlx.generation import whisper_text as wt
+    from transmuter_mlx.tokenizer import Tokenizer
+
+    folder = build("whisper-tiny.en")
+    calls: dict[str, list] = {"times": [], "asr": []}
+    extract = gw.WhisperGenerationMixin._extract_token_timestamps
+    decode_asr = tokenization_whisper._decode_asr
+
+    def spy_extract(self, outputs, heads, time_precision=0.02, num_frames=None, num_input_ids=None):
+        result = extract(self, outputs, heads, time_precision, num_frames, num_input_ids)
+        calls["times"].append(dict(
+            steps=[[x.numpy().copy() for x in step] for step in outputs.cross_attentions], heads=heads,
+            num_frames=num_frames.numpy() if isinstance(num_frames, torch.Tensor) else num_frames,
+            num_input_ids=num_input_ids, expected=result.numpy(),
+            beam_indices=outputs["beam_indices"].numpy() if "beam_indices" in outputs else None))
+        return result
+
+    def spy_decode(tokenizer, model_outputs, **options):
+        windows = [{k: (np.asarray(v) if k == "tokens" else [np.asarray(x) for x in v] if k == "token_timestamps"
+                        else v) for k, v in o.items()} for o in model_outputs]
+        text, optional = decode_asr(tokenizer, model_outputs, **options)
+        calls["asr"].append((copy.deepcopy(windows), options, {"text": text, **optional}))
+        return text, optional
+
+    monkeypatch.setattr(gw.WhisperGenerationMixin, "_extract_token_timestamps", spy_extract)
+    monkeypatch.setattr(tokenization_whisper_fast, "_decode_asr", spy_decode)
+    transformers_logging = pytest.importorskip("transformers.utils.logging")
+    transformers_logging.set_verbosity_error()
+    asr = pipeline("automatic-speech-recognition", model=str(folder))
+    wave, _ = speech("beckett")
+    result = asr(wave.copy(), return_timestamps="word", chunk_length_s=4.0, batch_size=2,
+                 generate_kwargs={"num_beams": 2})
+    assert len(result["chunks"]) > 10 and len(calls["times"]) > 1 and len(calls["asr"]) == 1
+    assert all(call["beam_indices"] is not None for call in calls["times"])
+    for call in calls["times"]:
+        got = ww.token_timestamps(call["steps"], call["heads"], num_input_ids=call["num_input_ids"],
+                                  num_frames=call["num_frames"], beam_indices=call["beam_indices"])
+        np.testing.assert_array_equal(got, call["expected"])
+    windows, options, expected = calls["asr"][0]
+    assert expected == result
+    assert wt.decode_asr(Tokenizer.from_folder(folder), windows, **options) == result

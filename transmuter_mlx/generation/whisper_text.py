@@ -207,9 +207,13 @@ def decode_asr(
             if output.get("token_timestamps") is None:
                 raise ValueError(f"windows[{index}]: return_timestamps='word' needs its 'token_timestamps'")
             token_timestamps = _times(output["token_timestamps"], f"windows[{index}]['token_timestamps']")
-            if len(token_timestamps) < len(token_ids):
-                raise ValueError(f"windows[{index}]: {len(token_timestamps)} token_timestamps for "
-                                 f"{len(token_ids)} tokens")
+            # the tokens of a batch may be padded past the timestamps (transformers' pipeline): only those of
+            # text tokens are read
+            last_text = max((i for i, t in enumerate(token_ids)
+                             if t < tok.timestamp_begin and t not in tok.special_ids), default=-1)
+            if last_text >= len(token_timestamps):
+                raise ValueError(f"windows[{index}]: {len(token_timestamps)} token_timestamps for tokens whose "
+                                 f"text token {last_text} needs its own")
 
         last_timestamp = None
         first_timestamp: float = timestamp_begin

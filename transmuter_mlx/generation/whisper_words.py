@@ -56,7 +56,7 @@ def median_filter(x: np.ndarray, filter_width: int) -> np.ndarray:
     if x.shape[-1] <= pad:
         return x
     padded = np.pad(x, [(0, 0)] * (x.ndim - 1) + [(pad, pad)], mode="reflect")
-    # a sort, not np.median: NaN (a constant column's 0/0) is sorted last as torch sorts it
+    # a sort, not np.median: NaN (a constant column's 0/0) is sorted last, as torch sorts it
     return np.sort(sliding_window_view(padded, filter_width, axis=-1), axis=-1)[..., pad]
 
 
