@@ -29,9 +29,10 @@ WORDS = ["the", "a", "quick", "brown", "fox", "jumps", "over", "lazy", "dog", "H
 PUNCT = [".", ",", "!", "?", ":", "。", "，", "、", "”", ")", "'", "\"", "-", "(", "¿", "“"]
 
 
-@pytest.fixture(scope="module")
-def toks(tmp_path_factory) -> tuple:
-    """(transformers' WhisperTokenizerFast, our Tokenizer) of the real Whisper tiny.en vocabulary."""
+@pytest.fixture(scope="module", params=[True, False], ids=["clean_up", "no_clean_up"])
+def toks(tmp_path_factory, request) -> tuple:
+    """(transformers' WhisperTokenizerFast, our Tokenizer) of the real Whisper tiny.en vocabulary, with and
+    without clean_up_tokenization_spaces (" ." -> ".": the Hub's configs differ)."""
     from tokenizers import AddedToken
     from tokenizers import Tokenizer as Backend
     from transformers import WhisperTokenizerFast
@@ -45,11 +46,12 @@ def toks(tmp_path_factory) -> tuple:
     backend.add_tokens([AddedToken(f"<|{i * 0.02:.2f}|>", special=False, normalized=False) for i in range(1501)])
     hf = WhisperTokenizerFast(tokenizer_object=backend, bos_token="<|endoftext|>", eos_token="<|endoftext|>",
                               unk_token="<|endoftext|>", pad_token="<|endoftext|>", model_max_length=448,
-                              additional_special_tokens=specials, clean_up_tokenization_spaces=True)
+                              additional_special_tokens=specials, clean_up_tokenization_spaces=request.param)
     folder = tmp_path_factory.mktemp("whisper-tiny-en-tokenizer")
     hf.save_pretrained(folder)
     ours = Tokenizer.from_folder(folder)
     assert ours.token_to_id("<|0.00|>") == hf.convert_tokens_to_ids("<|0.00|>") == 50363
+    assert ours.clean_up_tokenization_spaces == hf.clean_up_tokenization_spaces == request.param
     return hf, ours
 
 
@@ -184,7 +186,7 @@ def reference(hf, windows, **options) -> dict | None:
     return {"text": text, **optional}
 
 
-CASES = 25  # random transcripts per parameter set
+CASES = 15  # random transcripts per parameter set
 
 
 @pytest.mark.parametrize("return_timestamps", [False, True, "word"])
@@ -192,7 +194,8 @@ CASES = 25  # random transcripts per parameter set
 @pytest.mark.parametrize("kind", ["chunked", "longform"])
 def test_decode_asr_random(toks, kind, return_timestamps, return_language):
     hf, ours = toks
-    rng = np.random.default_rng([3, len(kind), int(return_language), ["x", True, False, "word"].index(return_timestamps)])
+    rng = np.random.default_rng([3, len(kind), int(return_language), ["x", True, False, "word"].index(return_timestamps),
+                                 int(hf.clean_up_tokenization_spaces)])
     v = Vocab(hf, rng)
     make = chunked_windows if kind == "chunked" else longform_window
     merged = failed = 0
@@ -210,7 +213,7 @@ def test_decode_asr_random(toks, kind, return_timestamps, return_language):
             assert wt.decode_asr(hf, windows, **options) == expected
         merged += len(windows) > 1
     assert kind == "longform" or merged > CASES // 2
-    assert failed <= CASES // 10
+    assert failed <= 2
 
 
 def test_decode_asr_language_change_flushes(toks):
@@ -249,7 +252,7 @@ def test_combine_tokens_into_words_random(toks, language):
     hf, ours = toks
     v = Vocab(hf, np.random.default_rng(["english", "chinese", "japanese", None].index(language)))
     failed = 0
-    for case in range(60):
+    for case in range(40):
         tokens = sum(v.words(int(v.rng.integers(1, 12))), [])
         got = wt.combine_tokens_into_words(ours, tokens, language)
         try:
@@ -265,7 +268,7 @@ def test_combine_tokens_into_words_random(toks, language):
 def test_compute_offsets_random(toks):
     hf, ours = toks
     v = Vocab(hf, np.random.default_rng(21))
-    for case in range(80):
+    for case in range(50):
         if v.rng.random() < 0.5:
             tokens = longform_window(v, word=False)[0]["tokens"][0].tolist()
         else:

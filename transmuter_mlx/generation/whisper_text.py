@@ -14,8 +14,9 @@ Signatures (what the Whisper recognizer calls)::
                        array is taken as (n,)),
              "stride": (chunk_s, left_s, right_s)  # only for chunked audio: the window's length and strides
                        in SECONDS, as the pipeline computes them: samples / sampling_rate (Python floats),
-             "token_timestamps": 1-D, one start time per token of "tokens" (float32, as
-                       whisper_words.token_timestamps gives): needed for return_timestamps="word"}
+             "token_timestamps": 1-D, the start time of each token of "tokens" (float32, as
+                       whisper_words.token_timestamps gives; a row padded past them, as a batch's, is
+                       fine up to its last text token): needed for return_timestamps="word"}
         return_timestamps: False, True (segments) or "word"
         -> {"text": str} plus "chunks" when return_timestamps or return_language:
            [{"text", "timestamp": (start, end)}] (segments or words; end may be None), each with
