@@ -236,10 +236,16 @@ class WhisperRecognizer:
             frames = LogMelFrames(f, wave)  # each 30 s window featurized as it is decoded
             yield Clip(frames, frames.total, frames.total), None
         else:
-            yield Clip(_window_frames(f, wave), self.segment_frames, f.num_frames(len(wave))), None
+            # the frames of word timestamps: the pipeline's attention mask (its num_frames is not passed on)
+            yield Clip(_window_frames(f, wave), self.segment_frames,
+                       int(f.frame_mask(min(len(wave), f.n_samples), f.n_samples).sum())), None
 
     def word_timestamps(self, attentions: np.ndarray, num_frames: int | None, num_input_ids: int) -> list[float]:
         """One row's token start times from its alignment heads' cross attentions (``whisper_words``)."""
+        if num_frames is not None:
+            # transformers crops the frames twice (the batch by its one value, then each row): the same unless
+            # the pass starts past the audio's end (a negative count), where the second cut takes more
+            attentions = attentions[..., : num_frames // 2]
         times = token_timestamps_from_weights(attentions[None], num_input_ids=num_input_ids, num_frames=num_frames,
                                               median_filter_width=self.median_filter_width,
                                               time_precision=self.time_precision)
