@@ -126,6 +126,8 @@ def test_text_and_tokens_equal_transformers(backend: str) -> None:
         found.append(want)
     assert len({len(ids) for ids in found}) > 1 and len(set(found[0])) > 2  # options matter; not one token
     assert asr(wave) == reference()(wave.copy())  # the text, as the pipeline decodes it
+    whole = speech("beckett")[0]  # 413 encoder frames: the decoder's mask of samples, downsampled, has 2+
+    assert recognizer.window_ids(whole, recognizer.config_for({"num_beams": 1})) == reference_ids(whole, num_beams=1)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

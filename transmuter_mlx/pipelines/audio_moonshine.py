@@ -65,21 +65,21 @@ def pipeline_generation_config(repo: Any, defaults: Mapping[str, Any] = ASR_GENE
 
 
 class AudioEncoderDecoderSession(EncoderDecoderSession):
-    """An :class:`EncoderDecoderSession` whose encoder reads samples: the samples' ``attention_mask``
-    (all ones when the feature extractor gives none) goes to the encoder only, and the decoder attends
-    to every encoder frame (one unpadded clip per call, so every frame is the clip's)."""
+    """An :class:`EncoderDecoderSession` whose encoder reads samples. The samples' ``attention_mask`` (all
+    ones when the feature extractor gives none: one unpadded clip per call) goes to the encoder and, as
+    ``encoder_attention_mask``, to the decoder: Moonshine's decoder takes the mask of the samples and
+    downsamples it to the encoder's frames itself (every 384th sample), as transformers'
+    ``MoonshineDecoder`` does."""
 
     def encode(self, feeds: Mapping[str, Any]) -> None:
         declared = {i.name: i.dtype for i in self.encoder.inputs}
         feeds = dict(feeds)
-        if "attention_mask" in declared and "attention_mask" not in feeds:
+        if "attention_mask" not in feeds:
             feeds["attention_mask"] = np.ones(np.shape(feeds["input_values"]), np.int64)
         # each feed as the graph declares it (the extractor's int32 mask, an fp16 file's samples)
         super().encode({n: np.asarray(v).astype(declared[n], copy=False) if declared.get(n) is not None else v
                         for n, v in feeds.items()})
-        rows, length = self.B.shape(self.hidden)[:2]
-        self.mask = np.ones((rows, length), np.int64)  # frames, not samples
-        self.input_padding = [0] * rows
+        self.input_padding = [0] * len(self.input_padding)  # the frames of an unpadded clip are all its own
 
 
 class MoonshineRecognizer:
