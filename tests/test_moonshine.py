@@ -7,15 +7,14 @@ errors."""
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import shutil
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from tests.fixtures.audio_models import build
 from tests.fixtures.speech import speech
 from transmuter_mlx.generation.config import GenerationConfig
 from transmuter_mlx.hub import open_repo
@@ -28,61 +27,7 @@ CALLS = ({}, {"num_beams": 1}, {"num_beams": 2, "max_new_tokens": 6})
 
 
 def fixture() -> Path:
-    """F1's ``moonshine`` fixture when tests/fixtures/audio_models.py has one, else the one built here."""
-    from tests.fixtures import audio_models
-
-    return audio_models.build("moonshine") if "moonshine" in audio_models.SPECS else _own_fixture()
-
-
-@dataclass(frozen=True)
-class _Spec:
-    name: str = "moonshine-asr"
-
-
-def _fill(spec: _Spec, out: Path) -> None:
-    """A tiny random Moonshine (weights shaken so that the decoder says more than one token), its
-    byte-level BPE tokenizer, raw-audio feature extractor and max_length 16; optimum's encoder_model and
-    decoder_model_merged."""
-    import torch
-    import transformers
-
-    from tests.fixtures.generation_models import bytebpe_tokenizer, optimum_export, save_reference, setup_env
-
-    setup_env()
-    torch.manual_seed(0)
-    tok = bytebpe_tokenizer(512, ["<unk>", "<s>", "</s>"], None, "</s>", bos_token="<s>", unk_token="<unk>")
-    bos, eos = tok.convert_tokens_to_ids("<s>"), tok.convert_tokens_to_ids("</s>")
-    config = transformers.MoonshineConfig(
-        vocab_size=len(tok), hidden_size=32, intermediate_size=37, encoder_num_hidden_layers=2,
-        decoder_num_hidden_layers=2, encoder_num_attention_heads=2, decoder_num_attention_heads=2,
-        max_position_embeddings=128, decoder_start_token_id=bos, bos_token_id=bos, eos_token_id=eos,
-        pad_token_id=eos)  # fmt: skip
-    model = transformers.MoonshineForConditionalGeneration(config).eval()
-    generator = torch.Generator().manual_seed(0)
-    with torch.no_grad():
-        for parameter in model.parameters():
-            parameter.add_(torch.randn(parameter.shape, generator=generator) * 0.3)
-    save_reference(model, tok, out, {"decoder_start_token_id": bos, "bos_token_id": bos, "eos_token_id": eos,
-                                     "pad_token_id": eos, "max_length": 16})
-    transformers.Wav2Vec2FeatureExtractor(feature_size=1, sampling_rate=16000, padding_value=0.0, do_normalize=False,
-                                          return_attention_mask=True).save_pretrained(out)
-    optimum_export(out, "automatic-speech-recognition-with-past")
-    for name in ("decoder_model.onnx", "decoder_with_past_model.onnx"):  # the merged decoder serves
-        (out / "onnx" / name).unlink(missing_ok=True)
-    (out / "fixture.json").write_text(json.dumps({"spec": spec.name}))
-
-
-def _own_fixture() -> Path:
-    import importlib.metadata
-    import inspect
-
-    from tests.fixtures import bert
-
-    key = hashlib.sha256(inspect.getsource(_fill).encode())
-    for package in ("torch", "transformers", "optimum-onnx", "tokenizers"):
-        key.update(importlib.metadata.version(package).encode())
-    return bert.build(_Spec(), key=key.hexdigest()[:12], fill=_fill,
-                      complete=lambda f: (f / "fixture.json").is_file() and (f / "onnx" / "encoder_model.onnx").is_file())
+    return build("moonshine")
 
 
 @functools.cache

@@ -1,9 +1,9 @@
 """Speech recognition with Moonshine: the encoder on raw audio, then the decoder generates the text.
 
+>>> from tests.fixtures.audio_models import build
 >>> from tests.fixtures.speech import speech
->>> from tests.test_moonshine import fixture
 >>> from transmuter_mlx.pipelines.audio_speech import SpeechToText
->>> asr = SpeechToText(fixture())                       # a tiny random Moonshine
+>>> asr = SpeechToText(build("moonshine"))                 # a tiny random Moonshine
 >>> wave, rate = speech("beckett")
 >>> isinstance(asr(wave[:rate], num_beams=1)["text"], str)
 True
