@@ -121,6 +121,49 @@ def test_ctc_says_something(folders, name):
     assert len(text.split()) >= 5 and len(set(text.replace(" ", ""))) >= 5, text
 
 
+def test_moonshine_says_something(folders):
+    recorded = _meta(folders["moonshine"])["pipeline"]
+    assert recorded["short"] != recorded["synthetic"]
+    for result in recorded.values():
+        assert len(result["text"].split()) >= 2, result
+    generation = json.loads((folders["moonshine"] / "generation_config.json").read_text())
+    tok = transformers.AutoTokenizer.from_pretrained(folders["moonshine"])
+    assert (generation["decoder_start_token_id"], generation["eos_token_id"]) == (
+        tok.bos_token_id,
+        tok.eos_token_id,
+    )
+
+
+def test_clap_zero_shot_scores_spread(folders):
+    recorded = _meta(folders["clap"])["pipeline"]
+    assert recorded["clips"][0] != recorded["clips"][1]
+    for result in recorded["clips"]:
+        assert sorted(r["label"] for r in result) == sorted(recorded["labels"])
+        assert max(r["score"] for r in result) - min(r["score"] for r in result) > 0.05
+
+
+@pytest.mark.parametrize("name", ["vits", "speecht5"])
+def test_speech_is_not_silent(folders, name):
+    recorded = _meta(folders[name])["pipeline"]
+    assert recorded["samples"] > 100 and recorded["std"] > 1e-3
+
+
+def test_speecht5_extras(folders):
+    """The parity reference's vocoder, a speaker embedding and tokenizer.json (transformers.js reads it) match
+    the slow SpeechT5Tokenizer."""
+    folder = folders["speecht5"]
+    vocoder = transformers.SpeechT5HifiGan.from_pretrained(folder / "vocoder")
+    speaker = audio_models.speaker_embeddings(folder)
+    assert speaker.shape == (1, json.loads((folder / "config.json").read_text())["speaker_embedding_dim"])
+    assert vocoder.config.model_in_dim == 16
+    from tokenizers import Tokenizer
+
+    fast = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    slow = transformers.SpeechT5Tokenizer.from_pretrained(folder)
+    for text in ("hello world", "A quick test, 42."):
+        assert fast.encode(text).ids == slow(text)["input_ids"], text
+
+
 @pytest.mark.parametrize("name", [n for n in SPECS if SPECS[n].labels])
 def test_classifier_scores_spread(folders, name):
     clips = _meta(folders[name])["pipeline"]["clips"]
