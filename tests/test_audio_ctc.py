@@ -235,3 +235,20 @@ def test_a_recognizer_takes_a_pipe_like_object() -> None:
 def test_a_classifier_is_not_a_ctc_head() -> None:
     with pytest.raises(ValueError, match=r"logits of shape \(1, \d+\).*not a CTC head"):
         SpeechToText(build("wav2vec2-cls"), tokenizer=CTCVocabulary({0: "<pad>"}))(clip(0.0, 0.5))
+
+
+def test_stream_pieces_join_to_the_text() -> None:
+    """stream=True: pieces as windows finish, from a waveform or from blocks of any size, joining to the
+    text of a plain call; without chunk_length_s the text comes whole at the end."""
+    asr, wave = ours("wav2vec2-ctc", "mlx"), clip(0.0, 3.0)
+    blocks = np.split(wave, np.sort(np.random.default_rng(0).integers(0, wave.shape[0], 9)))
+    for options in ({"chunk_length_s": 0.8}, {"chunk_length_s": 1.0, "stride_length_s": (0.3, 0.1)}):
+        text = asr(wave, **options)["text"]
+        pieces = list(asr(wave, stream=True, **options))
+        assert "".join(pieces) == text and len(pieces) >= 2, (pieces, text)
+        assert list(asr(iter(blocks), stream=True, **options)) == pieces
+    assert list(asr(iter(blocks), stream=True)) == [asr(wave)["text"]]
+    with pytest.raises(ValueError, match=r"stream=True gives text pieces only"):
+        list(asr(wave, stream=True, return_timestamps="word"))
+    with pytest.raises(ValueError, match=r"input 0: the stream gave no audio"):
+        list(asr(iter([]), stream=True, chunk_length_s=1.0))

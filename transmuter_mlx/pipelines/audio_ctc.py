@@ -17,13 +17,14 @@ tokens are the argmax of each frame; :class:`CTCVocabulary` turns them into text
 made a space, special tokens kept) and gives the character and word offsets, in frames, that
 ``return_timestamps="char"``/``"word"`` turn into seconds (a frame is ``inputs_to_logits_ratio`` samples).
 ``chunk_length_s`` cuts long audio into overlapping windows as the pipeline does, and keeps of each
-window's tokens those outside its strides.
+window's tokens those outside its strides; ``stream=True`` gives the text in pieces as windows finish
+(from a waveform or a stream of sample blocks), ending each piece before a space.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -242,7 +243,8 @@ class CTCRecognizer:
     extractor of ``preprocessor_config.json`` (or ``featurizer=``) and the CTC vocabulary (or a
     :class:`CTCVocabulary` given as ``tokenizer=``). ``recognize(waves, options)`` gives
     ``{"text"}`` per waveform, and ``{"chunks": [{"text", "timestamp": (start_s, end_s)}]}`` with
-    ``return_timestamps="char"`` or ``"word"``; ``chunk_length_s``/``stride_length_s`` window long audio.
+    ``return_timestamps="char"`` or ``"word"``; ``chunk_length_s``/``stride_length_s`` window long audio;
+    ``stream(audio, options)`` gives the text in pieces.
     """
 
     def __init__(self, pipe: Any) -> None:
@@ -282,15 +284,7 @@ class CTCRecognizer:
                    sizes: tuple[int, int, int] | None) -> dict[str, Any]:
         """One waveform: its windows' kept tokens joined, decoded."""
         pieces = [Window(wave)] if sizes is None else list(windows(wave, *sizes))
-        tokens = []
-        for piece in pieces:
-            if piece.samples.shape[0] < self.min_samples:
-                raise ValueError(f"{self.task}: input {index}: a window of {piece.samples.shape[0]} samples is "
-                                 f"shorter than the model's {self.min_samples}: choose a longer chunk_length_s "
-                                 "or stride_length_s")
-            frames = self.frame_tokens(piece.samples)
-            start, stop = (0, None) if sizes is None else frame_stride(piece, self.ratio)
-            tokens.append(frames[start:stop])
+        tokens = [self.window_tokens(piece, index, sizes is not None) for piece in pieces]
         text, offsets = self.vocabulary.decode(np.concatenate(tokens), stamps)
         if stamps is None:
             return {"text": text}
@@ -299,6 +293,91 @@ class CTCRecognizer:
                                                     o["end_offset"] * self.ratio / self.sampling_rate)}
                   for o in offsets]
         return {"text": text, "chunks": chunks}
+
+    def window_tokens(self, piece: Window, index: int, strided: bool) -> np.ndarray:
+        """The tokens of one window's frames, those of its strides dropped (``strided``: a window of
+        ``chunk_length_s``)."""
+        if piece.samples.shape[0] < self.min_samples:
+            raise ValueError(f"{self.task}: input {index}: a window of {piece.samples.shape[0]} samples is "
+                             f"shorter than the model's {self.min_samples}: choose a longer chunk_length_s "
+                             "or stride_length_s")
+        frames = self.frame_tokens(piece.samples)
+        start, stop = frame_stride(piece, self.ratio) if strided else (0, None)
+        return frames[start:stop]
+
+    def stream(self, audio: np.ndarray | Iterable[np.ndarray], options: Mapping[str, Any]) -> Iterator[str]:
+        """The text of one input in pieces as its ``chunk_length_s`` windows are transcribed (without
+        windows: the whole text once the audio has ended); the pieces join to the text of a plain call.
+        ``audio`` is a waveform or a stream's checked blocks (windows are cut as the blocks arrive). A piece
+        ends before a space (the next window may still extend the last word); with
+        ``clean_up_tokenization_spaces`` (which may join a word to the next one) the text comes at the end."""
+        if self.check_options(options):
+            raise ValueError(f"{self.task}: stream=True gives text pieces only: drop return_timestamps, or drop "
+                             "stream=True for the chunks with their timestamps")
+        sizes = None
+        if options.get("chunk_length_s"):
+            sizes = window_sizes(options["chunk_length_s"], options.get("stride_length_s"), self.sampling_rate,
+                                 self.ratio, self.task)
+        return self._stream(audio, sizes)
+
+    def _stream(self, audio: np.ndarray | Iterable[np.ndarray], sizes: tuple[int, int, int] | None) -> Iterator[str]:
+        blocks = [audio] if isinstance(audio, np.ndarray) else audio
+        held, offset, start = np.zeros(0, np.float32), 0, 0  # samples not yet consumed, from sample `offset`
+        tokens: list[np.ndarray] = []
+        emitted = ""
+        for block in blocks:
+            held = np.concatenate([held, check_wave(block, 0, self.task, 0, self.sampling_rate)])
+            if sizes is None:
+                continue
+            chunk, left, right = sizes
+            while offset + held.shape[0] > start + chunk:  # more audio follows this window: not the last one
+                piece = Window(held[start - offset:start - offset + chunk], left if start else 0, right)
+                tokens.append(self.window_tokens(piece, 0, True))
+                start += chunk - left - right
+                held, offset = held[start - offset:], start
+                stable = self._stable_text(tokens)
+                if len(stable) > len(emitted) and stable.startswith(emitted):
+                    yield stable[len(emitted):]
+                    emitted = stable
+        if offset + held.shape[0] == 0:
+            raise ValueError(f"{self.task}: input 0: the stream gave no audio")
+        if sizes is None:
+            tokens.append(self.window_tokens(Window(check_wave(held, 0, self.task, self.min_samples,
+                                                               self.sampling_rate)), 0, False))
+        else:  # the windows left, the last among them
+            tokens += self._last_windows(held, offset, start, sizes)
+        text = self.vocabulary.decode(np.concatenate(tokens))[0]
+        if not text.startswith(emitted):  # the pieces are prefixes of the final text by construction
+            raise RuntimeError(f"{self.task}: streamed text {emitted!r} is not the start of the text {text!r}")
+        if len(text) > len(emitted):
+            yield text[len(emitted):]
+
+    def _last_windows(self, held: np.ndarray, offset: int, start: int,
+                      sizes: tuple[int, int, int]) -> list[np.ndarray]:
+        """The tokens of the windows from sample ``start`` to the end (``held`` holds the samples from
+        ``offset`` = ``start`` on), cut as ``windows`` cuts them."""
+        chunk, left, right = sizes
+        n, out = offset + held.shape[0], []
+        for begin in range(start, n, chunk - left - right):
+            piece = held[begin - offset:begin - offset + chunk]
+            last = begin + chunk >= n
+            stride_left = left if begin else 0
+            if piece.shape[0] > stride_left:
+                out.append(self.window_tokens(Window(piece, stride_left, 0 if last else right), 0, True))
+            if last:
+                break
+        return out
+
+    def _stable_text(self, tokens: list[np.ndarray]) -> str:
+        """The text of the tokens so far that later windows cannot change: without the last run of one
+        token (the next window may continue it), up to the last space."""
+        ids = np.concatenate(tokens)
+        if self.vocabulary.clean_up_tokenization_spaces or not ids.size:
+            return ""
+        changes = np.flatnonzero(ids != ids[-1])
+        text = self.vocabulary.decode(ids[:changes[-1] + 1] if changes.size else ids[:0])[0]
+        spaces = [i for i, c in enumerate(text) if c.isspace()]
+        return text[:spaces[-1]] if spaces else ""
 
     def frame_tokens(self, samples: np.ndarray) -> np.ndarray:
         """The argmax token of each frame of one window (the model on that window alone)."""
