@@ -34,7 +34,7 @@ from ..generation.config import GenerationConfig
 from ..processors.audio import AudioProcessor
 from ..tokenizer import _clean_up_tokenization
 
-__all__ = ["CTCRecognizer", "CTCVocabulary", "Window", "check_wave", "windows"]
+__all__ = ["CTCRecognizer", "CTCVocabulary", "Window", "check_wave", "stream_windows", "windows"]
 
 TIMESTAMPS = ("char", "word")
 
@@ -81,6 +81,39 @@ def windows(wave: np.ndarray, chunk: int, left: int, right: int) -> Iterator[Win
         piece = wave[start:start + chunk]
         last = start + chunk >= n
         stride_left = 0 if start == 0 else left
+        if piece.shape[0] > stride_left:
+            yield Window(piece, stride_left, 0 if last else right)
+        if last:
+            break
+
+
+def stream_windows(audio: np.ndarray | Iterable[np.ndarray], sizes: tuple[int, int, int] | None, task: str,
+                   sampling_rate: int, least: int) -> Iterator[Window]:
+    """The windows of :func:`windows` (``sizes``: window, left and right strides) cut from a waveform or
+    from a stream's blocks as they arrive: a window goes out once more audio follows it (so it is not the
+    last one), the rest when the stream ends. Without ``sizes``, the whole audio once it has ended (at
+    least ``least`` samples). Input 0 is named in errors."""
+    held, offset, start = np.zeros(0, np.float32), 0, 0  # the samples kept, from sample `offset` on
+    for block in [audio] if isinstance(audio, np.ndarray) else audio:
+        held = np.concatenate([held, check_wave(block, 0, task, 0, sampling_rate)])
+        if sizes is None:
+            continue
+        chunk, left, right = sizes
+        while offset + held.shape[0] > start + chunk:
+            yield Window(held[start - offset:start - offset + chunk], left if start else 0, right)
+            start += chunk - left - right
+            held, offset = held[start - offset:], start
+    if offset + held.shape[0] == 0:
+        raise ValueError(f"{task}: input 0: the stream gave no audio")
+    if sizes is None:
+        yield Window(check_wave(held, 0, task, least, sampling_rate))
+        return
+    chunk, left, right = sizes
+    n = offset + held.shape[0]
+    for begin in range(start, n, chunk - left - right):  # the windows left, as chunk_iter cuts them
+        piece = held[begin - offset:begin - offset + chunk]
+        last = begin + chunk >= n
+        stride_left = left if begin else 0
         if piece.shape[0] > stride_left:
             yield Window(piece, stride_left, 0 if last else right)
         if last:
@@ -321,52 +354,19 @@ class CTCRecognizer:
         return self._stream(audio, sizes)
 
     def _stream(self, audio: np.ndarray | Iterable[np.ndarray], sizes: tuple[int, int, int] | None) -> Iterator[str]:
-        blocks = [audio] if isinstance(audio, np.ndarray) else audio
-        held, offset, start = np.zeros(0, np.float32), 0, 0  # samples not yet consumed, from sample `offset`
         tokens: list[np.ndarray] = []
         emitted = ""
-        for block in blocks:
-            held = np.concatenate([held, check_wave(block, 0, self.task, 0, self.sampling_rate)])
-            if sizes is None:
-                continue
-            chunk, left, right = sizes
-            while offset + held.shape[0] > start + chunk:  # more audio follows this window: not the last one
-                piece = Window(held[start - offset:start - offset + chunk], left if start else 0, right)
-                tokens.append(self.window_tokens(piece, 0, True))
-                start += chunk - left - right
-                held, offset = held[start - offset:], start
-                stable = self._stable_text(tokens)
-                if len(stable) > len(emitted) and stable.startswith(emitted):
-                    yield stable[len(emitted):]
-                    emitted = stable
-        if offset + held.shape[0] == 0:
-            raise ValueError(f"{self.task}: input 0: the stream gave no audio")
-        if sizes is None:
-            tokens.append(self.window_tokens(Window(check_wave(held, 0, self.task, self.min_samples,
-                                                               self.sampling_rate)), 0, False))
-        else:  # the windows left, the last among them
-            tokens += self._last_windows(held, offset, start, sizes)
+        for piece in stream_windows(audio, sizes, self.task, self.sampling_rate, self.min_samples):
+            tokens.append(self.window_tokens(piece, 0, sizes is not None))
+            stable = self._stable_text(tokens) if sizes is not None else ""
+            if len(stable) > len(emitted) and stable.startswith(emitted):
+                yield stable[len(emitted):]
+                emitted = stable
         text = self.vocabulary.decode(np.concatenate(tokens))[0]
         if not text.startswith(emitted):  # the pieces are prefixes of the final text by construction
             raise RuntimeError(f"{self.task}: streamed text {emitted!r} is not the start of the text {text!r}")
         if len(text) > len(emitted):
             yield text[len(emitted):]
-
-    def _last_windows(self, held: np.ndarray, offset: int, start: int,
-                      sizes: tuple[int, int, int]) -> list[np.ndarray]:
-        """The tokens of the windows from sample ``start`` to the end (``held`` holds the samples from
-        ``offset`` = ``start`` on), cut as ``windows`` cuts them."""
-        chunk, left, right = sizes
-        n, out = offset + held.shape[0], []
-        for begin in range(start, n, chunk - left - right):
-            piece = held[begin - offset:begin - offset + chunk]
-            last = begin + chunk >= n
-            stride_left = left if begin else 0
-            if piece.shape[0] > stride_left:
-                out.append(self.window_tokens(Window(piece, stride_left, 0 if last else right), 0, True))
-            if last:
-                break
-        return out
 
     def _stable_text(self, tokens: list[np.ndarray]) -> str:
         """The text of the tokens so far that later windows cannot change: without the last run of one
