@@ -156,41 +156,45 @@ class WhisperRecognizer:
 
         worker = threading.Thread(target=work, name=f"{self.task}-stream", daemon=True)
         worker.start()
-        return TextChunks(sink, outcome, False, worker=worker)
+        return _joined(TextChunks(sink, outcome, False, worker=worker), worker)
 
     def _stream_run(self, audio: Any, options: Mapping[str, Any], stamps: bool | str, config: GenerationConfig,
                     sink: ChunkSink) -> dict[str, Any]:
         words = stamps == "word"
+        chunked = bool(options.get("chunk_length_s"))
         done: list[dict[str, Any]] = []
+        merge = _Merge(self.tokenizer, self.settings) if chunked and not stamps else None
         state = {"emitted": "", "previous": None}
 
-        def emit(windows: list[dict[str, Any]]) -> None:
-            # the text so far; what two successive texts agree on is final (a merge or a split character
-            # may still change the end)
+        def say(text: str) -> None:
+            text = text.rstrip("\ufffd")  # a character whose bytes are split over tokens may still change
+            if len(text) > len(state["emitted"]) and text.startswith(state["emitted"]):
+                sink(text[len(state["emitted"]):])
+                state["emitted"] = text
+
+        def on_pass(partial: list[Decoded]) -> None:
             if sink.abandoned.is_set():
                 raise StreamAbandoned(f"{self.task}: the consumer of this stream left")
-            text = self.text(windows, stamps)["text"]
+            if chunked or len(partial) != 1:
+                return  # windows are reported as they end (below)
+            # one recording's segments: its tokens only grow, what two successive texts share is final
+            text = self.text([self.window(partial[0], None, words)], stamps)["text"]
             previous, state["previous"] = state["previous"], text
-            if previous is None:
-                return
-            stable = os.path.commonprefix([text, previous])
-            if len(stable) > len(state["emitted"]) and stable.startswith(state["emitted"]):
-                sink(stable[len(state["emitted"]):])
-                state["emitted"] = stable
+            if previous is not None:
+                say(os.path.commonprefix([text, previous]))
 
         pending = iter(self.clips(audio, options, 0))
         while group := list(itertools.islice(pending, self.batch_size)):
             strides = [s for _, s in group]
-
-            def on_pass(partial: list[Decoded], strides: list[Any] = strides) -> None:
-                emit(done + [self.window(d, s, words) for d, s in zip(partial, strides)])
-
             decoded = self.decode([c for c, _ in group], options, stamps, config, on_pass=on_pass)
             done.extend(self.window(d, s, words) for d, s in zip(decoded, strides))
+            if merge is not None:
+                for d in decoded:
+                    merge.add(d.tokens)
+                if merge.exact:
+                    say(merge.committed_text())
         result = self.text(done, stamps)
-        final = result["text"]
-        if final.startswith(state["emitted"]) and len(final) > len(state["emitted"]):
-            sink(final[len(state["emitted"]):])
+        say(result["text"] + "\ufffd")  # the rest (its end kept whole: the marker is stripped)
         return result
 
     def text(self, windows: list[dict[str, Any]], stamps: bool | str) -> dict[str, Any]:
@@ -250,6 +254,63 @@ class WhisperRecognizer:
                                               median_filter_width=self.median_filter_width,
                                               time_precision=self.time_precision)
         return [float(t) for t in times[0]]
+
+
+def _joined(chunks: TextChunks, worker: threading.Thread) -> Iterator[str]:
+    """The stream's pieces; once they end (or the consumer leaves), the decoding thread is waited for, so
+    that no thread holding MLX state outlives the stream (MLX aborts a process exiting with one)."""
+    try:
+        yield from chunks
+    finally:
+        chunks.close()
+        worker.join()
+
+
+class _Merge:
+    """The windows' text tokens merged as they come, as transformers' ``_find_longest_common_sequence`` merges
+    them: once window k + 1 is merged, the tokens before its overlap with window k are final (a later window
+    only moves the cut in the last window), so a stream can send their text. Exact for windows of plain text
+    tokens; a window with a special or timestamp token (a segment or language split) turns it off."""
+
+    def __init__(self, tokenizer: Any, settings: WhisperSettings) -> None:
+        self.tokenizer = tokenizer
+        self.special = set(tokenizer.all_special_ids) | set(settings.lang_to_id.values()) | set(
+            settings.task_to_id.values()) | {settings.decoder_start_token_id, settings.eos_token_id}
+        nts = settings.no_timestamps_token_id
+        self.begin = nts + 1 if nts is not None else None
+        if nts is not None:
+            self.special.add(nts)
+        self.committed: list[int] = []
+        self.left: list[int] | None = None
+        self.exact = True
+
+    def add(self, tokens: list[int]) -> None:
+        if any(t in self.special or (self.begin is not None and t >= self.begin) for t in tokens):
+            self.exact = False
+        if not self.exact:
+            return
+        if self.left is None:
+            self.left = list(tokens)
+            return
+        left_mid, right_mid = _overlap(self.left, list(tokens))
+        self.committed += self.left[:left_mid]
+        self.left = list(tokens)[right_mid:]
+
+    def committed_text(self) -> str:
+        return self.tokenizer.decode(self.committed, skip_special_tokens=False)
+
+
+def _overlap(left: list[int], right: list[int]) -> tuple[int, int]:
+    """Where ``longest_common_sequence`` cuts two windows' tokens: (left kept up to, right kept from)."""
+    best, indices = 0.0, (len(left), len(left), 0, 0)
+    for i in range(1, len(left) + len(right)):
+        left_start, left_stop = max(0, len(left) - i), min(len(left), len(left) + len(right) - i)
+        right_start, right_stop = max(0, i - len(left)), min(len(right), i)
+        matches = sum(1 for a, b in zip(left[left_start:left_stop], right[right_start:right_stop]) if a == b)
+        matching = matches / i + i / 10000.0
+        if matches > 1 and matching > best:
+            best, indices = matching, (left_start, left_stop, right_start, right_stop)
+    return (indices[0] + indices[1]) // 2, (indices[2] + indices[3]) // 2
 
 
 def _gather(blocks: Iterable[np.ndarray], where: str) -> np.ndarray:

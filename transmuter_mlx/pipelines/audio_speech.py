@@ -47,6 +47,7 @@ SPEECH_OPTIONS: dict[str, Any] = {
     "language": None,  # Whisper: a language ("en", "english", "<|en|>"); None: detected when multilingual
     "task": None,  # Whisper: "transcribe" or "translate"
     "stream": False,  # pipe(x, stream=True): an iterator of text pieces as windows finish
+    "generate_kwargs": None,  # transformers' spelling: a dict of generation options (and language, task)
 }
 
 
@@ -99,6 +100,20 @@ class SpeechToText(Pipeline):
                              f"recognizer (SPEECH_RECOGNIZER {name!r}; known: {sorted(RECOGNIZERS)})")
         module, cls = RECOGNIZERS[name].split(":")
         self.recognizer: Recognizer = getattr(importlib.import_module(module), cls)(self)
+
+    def call_options(self, given: Mapping[str, Any]) -> dict[str, Any]:
+        """The options of a call; ``generate_kwargs`` (a dict) is spread into them, as transformers does."""
+        opts = super().call_options(given)
+        extra = opts.pop("generate_kwargs", None)
+        if extra is None:
+            return opts
+        if not isinstance(extra, Mapping):
+            raise TypeError(f"{self.task}: generate_kwargs must be a dict, not {type(extra).__name__}")
+        unknown = [k for k in extra if k not in self.defaults or k in ("generate_kwargs", "stream")]
+        if unknown:
+            raise TypeError(f"{self.task}: unknown generate_kwargs {unknown}; they are generation options "
+                            f"(max_new_tokens, num_beams, ...), language and task")
+        return {**opts, **extra}
 
     def __call__(self, inputs: Any, **options: Any) -> Any:
         opts = self.call_options(options)
