@@ -140,3 +140,18 @@ def test_bad_options_are_named_errors() -> None:
                              ({"chunk_length_s": 0.04, "stride_length_s": 0}, r"a window of 640 samples")]:
         with pytest.raises(ValueError, match=message):
             asr(wave, **options)
+
+
+def test_stream_pieces_join_to_the_text() -> None:
+    """stream=True: a piece per decoded window, from a waveform or from blocks of any size, joining to the
+    text of a plain call; without chunk_length_s the text comes whole at the end."""
+    asr, wave = ours("mlx"), clip(0.0, 4.0)
+    blocks = np.split(wave, np.sort(np.random.default_rng(0).integers(0, wave.shape[0], 7)))
+    options = {"chunk_length_s": 1.5, "num_beams": 1}
+    text = asr(wave, **options)["text"]
+    pieces = list(asr(wave, stream=True, **options))
+    assert "".join(pieces) == text and len(pieces) >= 2, (pieces, text)
+    assert list(asr(iter(blocks), stream=True, **options)) == pieces
+    assert list(asr(iter(blocks), stream=True, num_beams=1)) == [asr(wave, num_beams=1)["text"]]
+    with pytest.raises(ValueError, match=r"gives no timestamps"):
+        list(asr(wave, stream=True, return_timestamps=True))

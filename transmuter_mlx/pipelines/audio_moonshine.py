@@ -20,7 +20,7 @@ tokens of the windows (the pipeline keeps no strides for seq2seq models: the ove
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -30,7 +30,7 @@ from ..generation.loop import generate
 from ..generation.seq2seq import EncoderDecoderSession
 from ..processors.audio import AudioProcessor
 from ..tokenizer import Tokenizer
-from .audio_ctc import Window, check_wave, window_sizes, windows
+from .audio_ctc import Window, check_wave, stream_windows, window_sizes, windows
 
 __all__ = ["AudioEncoderDecoderSession", "MoonshineRecognizer", "pipeline_generation_config"]
 
@@ -90,7 +90,8 @@ class MoonshineRecognizer:
     ``preprocessor_config.json`` (or ``featurizer=``) and ``tokenizer.json`` (or ``tokenizer=``).
     ``recognize(waves, options)`` gives ``{"text"}`` per waveform; the options are the generation
     options of transformers (``max_new_tokens``, ``num_beams``, ...) and ``chunk_length_s``/
-    ``stride_length_s``; timestamps are not served, as in transformers.
+    ``stride_length_s``; timestamps are not served, as in transformers. ``stream(audio, options)`` gives
+    the text in pieces as windows are decoded.
     """
 
     def __init__(self, pipe: Any) -> None:
@@ -151,11 +152,46 @@ class MoonshineRecognizer:
         them) joined, then decoded without special tokens, as the pipeline decodes them."""
         tokens: list[int] = []
         for piece in [Window(wave)] if sizes is None else windows(wave, *sizes):
-            if piece.samples.shape[0] < self.min_samples:
-                raise ValueError(f"{self.task}: input {index}: a window of {piece.samples.shape[0]} samples is "
-                                 f"shorter than the model's {self.min_samples}: choose a longer chunk_length_s")
-            tokens += self.window_ids(piece.samples, config)
+            tokens += self.window_ids(self.checked(piece, index), config)
         return {"text": self.tokenizer.decode(tokens, skip_special_tokens=True)}
+
+    def checked(self, piece: Window, index: int) -> np.ndarray:
+        """A window's samples, or a ValueError when they are fewer than the encoder's convolutions take."""
+        if piece.samples.shape[0] < self.min_samples:
+            raise ValueError(f"{self.task}: input {index}: a window of {piece.samples.shape[0]} samples is "
+                             f"shorter than the model's {self.min_samples}: choose a longer chunk_length_s")
+        return piece.samples
+
+    def stream(self, audio: np.ndarray | Iterable[np.ndarray], options: Mapping[str, Any]) -> Iterator[str]:
+        """The text of one input in pieces as its ``chunk_length_s`` windows are decoded (without windows: the
+        whole text once the audio has ended); the pieces join to the text of a plain call. ``audio`` is a
+        waveform or a stream's checked blocks (windows are cut as the blocks arrive). A piece never ends in
+        the middle of a character (bytes of a token still to come); with ``clean_up_tokenization_spaces`` the
+        text comes at the end."""
+        config = self.config_for(options)
+        sizes = None
+        if options.get("chunk_length_s"):
+            sizes = window_sizes(options["chunk_length_s"], options.get("stride_length_s"), self.sampling_rate, 1,
+                                 self.task)
+        return self._stream(audio, config, sizes)
+
+    def _stream(self, audio: np.ndarray | Iterable[np.ndarray], config: GenerationConfig,
+                sizes: tuple[int, int, int] | None) -> Iterator[str]:
+        tokens: list[int] = []
+        emitted = ""
+        for piece in stream_windows(audio, sizes, self.task, self.sampling_rate, self.min_samples):
+            tokens += self.window_ids(self.checked(piece, 0), config)
+            if sizes is None or self.tokenizer.clean_up_tokenization_spaces:
+                continue
+            text = self.tokenizer.decode(tokens, skip_special_tokens=True).rstrip("\ufffd")
+            if len(text) > len(emitted) and text.startswith(emitted):
+                yield text[len(emitted):]
+                emitted = text
+        text = self.tokenizer.decode(tokens, skip_special_tokens=True)
+        if not text.startswith(emitted):  # later windows only add tokens: the texts so far are prefixes
+            raise RuntimeError(f"{self.task}: streamed text {emitted!r} is not the start of the text {text!r}")
+        if len(text) > len(emitted):
+            yield text[len(emitted):]
 
     def window_ids(self, samples: np.ndarray, config: GenerationConfig) -> list[int]:
         """The tokens ``generate`` gives for one window: the decoder start token, then the new tokens."""
