@@ -81,8 +81,7 @@ def test_generation_options():
 # ---------------------------------------------------------------- long audio
 def test_chunked_with_strides_matches_transformers():
     wave = clip("long", 16.0)
-    for options in ({"chunk_length_s": 6, "num_beams": 1},
-                    {"chunk_length_s": 6, "stride_length_s": (1, 2), "return_timestamps": True, "num_beams": 1}):
+    for options in ({"chunk_length_s": 6, "stride_length_s": (1, 2), "return_timestamps": True, "num_beams": 1},):
         same(ours("whisper")(wave, **options), expected(build("whisper"), wave, **options))
 
 

@@ -16,7 +16,6 @@ as transformers' ``set_begin_index(decoder_input_ids.shape[-1])``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -120,6 +119,3 @@ def whisper_processors(settings: Any, return_timestamps: bool) -> list[Processor
                                      settings.max_initial_timestamp_index))
     return out
 
-
-def _ids(values: Sequence[int] | None) -> tuple[int, ...]:
-    return tuple(int(v) for v in values or ())

@@ -1,5 +1,6 @@
 """``WhisperSession``: an ``EncoderDecoderSession`` that also keeps the cross attentions of Whisper's
-alignment heads, step by step (word timestamps are read from them).
+alignment heads, call by call once ``collect(heads)`` is set (word timestamps are read from them; the
+recognizer collects them in one teacher-forced pass over a finished row, see ``whisper_decode``).
 
 The decoder export must have ``cross_attentions.N`` outputs (one per decoder layer, (rows, heads,
 new positions, encoder positions)); only the ``alignment_heads`` ``(layer, head)`` of generation_config.json
@@ -26,7 +27,6 @@ class WhisperSession(EncoderDecoderSession):
         super().__init__(*args, **kwargs)
         self.alignment_heads: tuple[tuple[int, int], ...] = ()  # set before prefill to collect
         self._collected: list[np.ndarray] = []
-        self._wrapped = False
 
     @property
     def has_cross_attentions(self) -> bool:
