@@ -109,8 +109,10 @@ def test_whisper_says_something(folders, name):
     folder = folders[name]
     recorded = _meta(folder)["pipeline"]
     assert len(recorded["short"]["text"].split()) >= 3
-    for key in ("short_timestamps", "long_timestamps"):
+    for key in ("short_timestamps", "long_timestamps", "short_words"):
         assert recorded[key]["text"].strip() and len(recorded[key]["chunks"]) >= 2, key
+    words = recorded["short_words"]["chunks"]
+    assert len({t for c in words for t in c["timestamp"]}) >= 3 and words[-1]["timestamp"][1] > 0
     pipe = transformers.pipeline("automatic-speech-recognition", model=str(folder))
     assert pipe(audio_models.speech_clip(3.0)) == recorded["short"]
 
