@@ -144,8 +144,7 @@ def _pass(session: Any, group: list[_Row], settings: WhisperSettings, config: Ge
         times = None
         if word_timestamps is not None:
             num_frames = None if r.clip.num_frames is None else r.clip.num_frames - r.seek
-            times = list(word_timestamps(_attentions(session, segments[i], r.prompt + new[:-1], settings),
-                                         num_frames, n))
+            times = list(word_timestamps(_attentions(session, i, r.prompt + new[:-1], settings), num_frames, n))
         if new and new[-1] == eos:
             new = new[:-1]
         kept, kept_times, offset = _segments(new, times, n, begin, frames, r.seek)
@@ -155,18 +154,23 @@ def _pass(session: Any, group: list[_Row], settings: WhisperSettings, config: Ge
         r.seek += offset
 
 
-def _attentions(session: Any, window: np.ndarray, tokens: list[int], settings: WhisperSettings) -> np.ndarray:
+def _attentions(session: Any, row: int, tokens: list[int], settings: WhisperSettings) -> np.ndarray:
     """The alignment heads' cross attentions (heads, positions, encoder positions) of one row's decoder
     inputs (its prompt and new tokens but the last: the positions whose outputs picked a token), from one
-    teacher-forced pass over them; transformers keeps them step by step from the search, for the beams
-    the result came from, which gives the same weights."""
-    session.encode({"input_features": window[None]})
+    teacher-forced pass over them on the row's encoder output (still the session's: the pass's batch);
+    transformers keeps them step by step from the search, for the beams the result came from, which gives
+    the same weights."""
+    hidden, mask, padding = session.hidden, session.mask, session.input_padding
+    B = session.B
+    session.hidden = B.take(hidden, B.asarray(np.array([row], np.int64)), 0)
+    session.mask, session.input_padding = mask[row:row + 1], padding[row:row + 1]
     session.collect(settings.alignment_heads)
     try:
         session.prefill([tokens])
         return session.attentions()[0]
     finally:
         session.collect(())
+        session.hidden, session.mask, session.input_padding = hidden, mask, padding
 
 
 def _segments(tokens: list[int], times: list[float] | None, prompt_length: int, begin: int | None,
