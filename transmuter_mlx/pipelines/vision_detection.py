@@ -14,7 +14,7 @@ from .base import Prepared
 from .batching import run_batched
 from .vision import ImagePipeline, image_rows
 from .vision_boxes import SCORERS, box_dict, check_threshold, corners, scale, sigmoid
-from .vision_zero_shot import candidate_labels
+from .zero_shot_media import candidate_labels
 
 __all__ = ["ObjectDetection", "ZeroShotObjectDetection"]
 

@@ -2,36 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any
 
-import numpy as np
+from .vision import ImagePipeline
+from .zero_shot_media import LabelScoring
 
-from ..processors.text import text_input
-from ..tokenizer import Tokenizer
-from ..zoo._base import score
-from .base import Prepared
-from .batching import run_batched
-from .text_zero_shot import parse_labels
-from .vision import ImagePipeline, image_rows
-
-__all__ = ["ZeroShotImageClassification", "candidate_labels"]
+__all__ = ["ZeroShotImageClassification"]
 
 
-def candidate_labels(task: str, options: Mapping[str, Any]) -> list[str]:
-    """The call's labels (``candidate_labels``, else ``labels``); a ValueError when there are none."""
-    given = options["candidate_labels"] if options["candidate_labels"] is not None else options["labels"]
-    labels = parse_labels(given) if given is not None else []
-    if not labels:
-        raise ValueError(f"{task}: no candidate labels; give labels=[...] (or candidate_labels=) when building "
-                         "the pipeline or at the call")
-    for i, label in enumerate(labels):
-        text_input(task, i, label, "label")
-    return labels
-
-
-class ZeroShotImageClassification(ImagePipeline):
+class ZeroShotImageClassification(LabelScoring, ImagePipeline):
     """Scores of the labels you give for an image, best first: ``{"predictions": [{"label", "score"}, ...]}``.
 
     >>> import transmuter_mlx as tm
@@ -52,32 +31,4 @@ class ZeroShotImageClassification(ImagePipeline):
     task = "zero-shot-image-classification"
     defaults = MappingProxyType({"labels": None, "candidate_labels": None,
                                  "hypothesis_template": "This is a photo of {}."})
-
-    def __init__(self, source: Any = None, /, **options: Any) -> None:
-        super().__init__(source, **options)
-        self.tokenizer = self.options.tokenizer or Tokenizer.from_repo(self.repo)
-        self.text_names = [i.name for i in self.model.inputs if i.name in ("input_ids", "attention_mask")]
-
-    def prepare_options(self, options: dict[str, Any]) -> dict[str, Any]:
-        labels = candidate_labels(self.task, options)
-        template = options["hypothesis_template"]
-        if not isinstance(template, str) or template.format("\0") == template:
-            raise ValueError(f"{self.task}: hypothesis_template {template!r} has no {{}} for the label")
-        texts = [self.family.label_text(template.format(label)) for label in labels]
-        encoded = self.tokenizer(texts, truncation=True, **self.family.text_padding())
-        return {**options, "labels": labels, "text_feeds": encoded.feeds(self.text_names)}
-
-    def forward(self, prepared: list[Prepared], options: Mapping[str, Any]) -> list[list[dict[str, np.ndarray]]]:
-        text = options["text_feeds"]
-
-        def run(feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:  # only the outputs with an image axis
-            return {"logits_per_image": self.output(self.run_model({**feeds, **text}), "logits_per_image")}
-
-        return [[o] for o in run_batched(image_rows(prepared), self.processor, run, self.batch_size, False)]
-
-    def postprocess(self, prepared: Prepared, outputs: list[dict[str, np.ndarray]],
-                    options: Mapping[str, Any]) -> dict[str, Any]:
-        labels = options["labels"]
-        scores = score(self.output(outputs[0], "logits_per_image").reshape(-1), self.family.ZERO_SHOT_SCORES)
-        order = sorted(range(len(labels)), key=lambda j: -scores[j])
-        return {"predictions": [{"label": labels[j], "score": float(scores[j])} for j in order]}
+    logits = "logits_per_image"
