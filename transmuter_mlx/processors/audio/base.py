@@ -19,16 +19,18 @@ waveform changes what a model without an attention mask computes).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
+from ..config import ConfigReader, prefix, registrar
+
 if TYPE_CHECKING:
     from ...hub import Repo
 
-__all__ = ["REGISTRY", "AudioFeatures", "AudioProcessor", "prefix"]
+__all__ = ["REGISTRY", "AudioFeatures", "AudioProcessor"]
 
 Bucket = tuple[int, ...]
 
@@ -46,17 +48,10 @@ class AudioFeatures:
     offset: int = 0  # the first sample of the piece in its input (0 for a whole clip)
 
 
-def register(*names: str) -> Callable[[type[AudioProcessor]], type[AudioProcessor]]:
-    """Class decorator: the processor of transformers feature extractors ``names``."""
-    def add(cls: type[AudioProcessor]) -> type[AudioProcessor]:
-        for name in names:
-            REGISTRY[name] = cls
-        cls.names = names
-        return cls
-    return add
+register = registrar(REGISTRY)
 
 
-class AudioProcessor:
+class AudioProcessor(ConfigReader):
     """A feature extractor of one transformers type: ``features`` of a clip, ``collate`` a batch.
 
     Subclasses read their keys in ``__init__`` and implement :meth:`features`; ``feed_names`` lists what
@@ -110,14 +105,6 @@ class AudioProcessor:
             config = {**config, "feature_extractor_type": name} if name else config
         return cls.from_config(config, task)
 
-    def value(self, key: str, default: Any) -> Any:
-        """A key whose null (or missing) value means the default, as in transformers."""
-        value = self.config.get(key)
-        return default if value is None else value
-
-    def error(self, message: str) -> ValueError:
-        return ValueError(f"{prefix(self.task)}{type(self).__name__}: {message}")
-
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.names[0] if self.names else ''}, {self.sampling_rate} Hz)"
 
@@ -156,8 +143,3 @@ class AudioProcessor:
 
     def cut(self, value: np.ndarray, features: AudioFeatures, bucket: Bucket) -> np.ndarray:
         return value
-
-
-def prefix(task: str, index: int | None = None) -> str:
-    where = f"{task}: " if task else ""
-    return f"{where}input {index}: " if index is not None else where

@@ -22,13 +22,14 @@ not installed; ``fast=False`` does the same).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from ...images import load_image
+from ..config import ConfigReader, prefix, registrar
 from .ops import fused_normalize, normalize, rescale
 
 if TYPE_CHECKING:
@@ -81,17 +82,10 @@ def size_dict(value: Any, default_to_square: bool = True, max_size: int | None =
     return result
 
 
-def register(*names: str) -> Callable[[type[ImageProcessor]], type[ImageProcessor]]:
-    """Class decorator: the processor of transformers classes ``names``."""
-    def add(cls: type[ImageProcessor]) -> type[ImageProcessor]:
-        for name in names:
-            REGISTRY[name] = cls
-        cls.names = names
-        return cls
-    return add
+register = registrar(REGISTRY)
 
 
-class ImageProcessor:
+class ImageProcessor(ConfigReader):
     """An image processor of one transformers type: ``preprocess`` an image, ``collate`` a batch.
 
     Subclasses set the defaults of the keys they read and implement :meth:`transform`;
@@ -158,18 +152,6 @@ class ImageProcessor:
             config = {**config, "image_processor_type": name} if name else config
         return cls.from_config(config, task, fast=fast)
 
-    def flag(self, key: str, default: bool) -> bool:
-        """A ``do_...`` key: a null value is false, as in transformers."""
-        return bool(self.config.get(key, default))
-
-    def value(self, key: str, default: Any) -> Any:
-        """A key whose null value means the default, as in transformers' ``x if x is not None else default``."""
-        value = self.config.get(key)
-        return default if value is None else value
-
-    def error(self, message: str) -> ValueError:
-        return ValueError(f"{prefix(self.task)}{type(self).__name__}: {message}")
-
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.names[0] if self.names else ''}{'Fast' if self.fast else ''})"
 
@@ -229,8 +211,3 @@ def type_name(config: Mapping[str, Any]) -> str | None:
     if not name and config.get("feature_extractor_type"):
         name = str(config["feature_extractor_type"]).replace("FeatureExtractor", "ImageProcessor")
     return name or None
-
-
-def prefix(task: str, index: int | None = None) -> str:
-    where = f"{task}: " if task else ""
-    return f"{where}input {index}: " if index is not None else where
