@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from typing import Any
 
-__all__ = ["ABANDON_WAIT_S", "ChunkSink", "StreamAbandoned", "TextChunks", "all_abandoned"]
+__all__ = ["ABANDON_WAIT_S", "ChunkSink", "StreamAbandoned", "TextChunks", "all_abandoned", "run_streamed"]
 
 ABANDON_WAIT_S = 30.0  # the most a consumer that leaves a stream waits for its decoding to stop (one step)
 _END = object()  # the end mark of a sink's queue
@@ -105,6 +105,11 @@ class TextChunks(Iterator[Any]):
         if worker is not None and worker is not threading.current_thread():
             worker.join(timeout)
 
+    def join(self) -> None:
+        """Waits for the stream's decoding thread (if any) to end."""
+        if self._worker is not None and self._worker is not threading.current_thread():
+            self._worker.join()
+
     def __enter__(self) -> TextChunks:
         return self
 
@@ -116,6 +121,30 @@ class TextChunks(Iterator[Any]):
             self.close()
         except Exception:  # at interpreter teardown the modules it uses may be gone
             pass
+
+
+def run_streamed(task: str, run: Callable[[ChunkSink], Any], done: bool = False) -> TextChunks:
+    """The consumer's end of a stream whose chunks ``run(sink)`` sends from a worker thread; its return
+    value is the outcome (what ``done`` reports), its error is raised to the consumer."""
+    from .._native import as_exception
+    from ..converters.backends.threads import release_thread
+
+    sink, outcome = ChunkSink(), Future()
+
+    def work() -> None:
+        try:
+            outcome.set_result(run(sink))
+        except BaseException as error:  # handed to the consumer (a native panic as an Exception)
+            outcome.set_exception(as_exception(error, task))
+        finally:
+            try:
+                release_thread()  # before the end mark: the consumer may end the process right after it
+            finally:
+                sink.end()
+
+    worker = threading.Thread(target=work, name=f"{task}-stream", daemon=True)
+    worker.start()
+    return TextChunks(sink, outcome, done, worker=worker)
 
 
 @atexit.register

@@ -26,18 +26,14 @@ from __future__ import annotations
 
 import itertools
 import os
-import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from concurrent.futures import Future
 from typing import Any
 
 import numpy as np
 
-from .._native import as_exception
-from ..converters.backends.threads import release_thread
 from ..processors.audio import AudioProcessor
 from ..tokenizer import Tokenizer
-from .chunks import ChunkSink, StreamAbandoned, TextChunks
+from .chunks import ChunkSink, StreamAbandoned, TextChunks, run_streamed
 from .config import GenerationConfig
 from .whisper_decode import Clip, Decoded, decode_clips
 from .whisper_features import LogMelFrames
@@ -141,22 +137,7 @@ class WhisperRecognizer:
         transcribed; the pieces join to the text of a plain call. ``audio`` is a waveform or a stream's checked
         blocks (cut into windows as they arrive). A worker thread decodes; leaving the iterator stops it."""
         stamps, config = self.prepare(options)
-        sink, outcome = ChunkSink(), Future()
-
-        def work() -> None:
-            try:
-                outcome.set_result(self._stream_run(audio, options, stamps, config, sink))
-            except BaseException as error:  # handed to the consumer
-                outcome.set_exception(as_exception(error, self.task))
-            finally:
-                try:
-                    release_thread()  # before the end mark: the consumer may end the process right after it
-                finally:
-                    sink.end()
-
-        worker = threading.Thread(target=work, name=f"{self.task}-stream", daemon=True)
-        worker.start()
-        return _joined(TextChunks(sink, outcome, False, worker=worker), worker)
+        return _joined(run_streamed(self.task, lambda sink: self._stream_run(audio, options, stamps, config, sink)))
 
     def _stream_run(self, audio: Any, options: Mapping[str, Any], stamps: bool | str, config: GenerationConfig,
                     sink: ChunkSink) -> dict[str, Any]:
@@ -256,14 +237,14 @@ class WhisperRecognizer:
         return [float(t) for t in times[0]]
 
 
-def _joined(chunks: TextChunks, worker: threading.Thread) -> Iterator[str]:
+def _joined(chunks: TextChunks) -> Iterator[str]:
     """The stream's pieces; once they end (or the consumer leaves), the decoding thread is waited for, so
     that no thread holding MLX state outlives the stream (MLX aborts a process exiting with one)."""
     try:
         yield from chunks
     finally:
         chunks.close()
-        worker.join()
+        chunks.join()
 
 
 class _Merge:

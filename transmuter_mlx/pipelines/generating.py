@@ -32,14 +32,11 @@ from __future__ import annotations
 import threading
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import Future
 from types import MappingProxyType
 from typing import Any
 
-from .._native import as_exception
 from .._tokenize import check_unicode_in
-from ..converters.backends.threads import release_thread
-from ..generation.chunks import ChunkSink, StreamAbandoned, TextChunks, all_abandoned
+from ..generation.chunks import StreamAbandoned, all_abandoned, run_streamed
 from ..generation.config import GenerationConfig
 from ..generation.context import ContextLimit
 from ..generation.loop import Generated
@@ -261,19 +258,5 @@ class GeneratingPipeline(Pipeline):
         opts = {**options, "stream": True}
         item = check_unicode_in(item, f"{self.task}: input 0")
         self.preprocess(0, item, opts, self.generation_for(opts))  # bad input fails here, not in the iterator
-        sink, outcome = ChunkSink(), Future()
-
-        def work() -> None:
-            try:
-                outcome.set_result(self.stream_many([item], [sink], **opts)[0])
-            except BaseException as error:  # handed to the consumer (a native panic as an Exception)
-                outcome.set_exception(as_exception(error, self.task))
-            finally:
-                try:
-                    release_thread()  # before the end mark: the consumer may end the process right after it
-                finally:
-                    sink.end()
-
-        worker = threading.Thread(target=work, name=f"{self.task}-stream", daemon=True)
-        worker.start()
-        return TextChunks(sink, outcome, bool(opts.get("stream_done")), worker=worker)
+        return run_streamed(self.task, lambda sink: self.stream_many([item], [sink], **opts)[0],
+                            bool(opts.get("stream_done")))
