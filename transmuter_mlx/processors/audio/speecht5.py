@@ -21,20 +21,21 @@ from typing import Any
 
 import numpy as np
 
-from .base import AudioProcessor, register
+from .base import AudioProcessor, register  # noqa: F401 - the doctest's
 from .spectrogram import mel_filter_bank, spectrogram, window_function
-from .wav2vec2 import zero_mean_unit_var
+from .wav2vec2 import Wav2Vec2Features
 
 __all__ = ["SpeechT5Features"]
 
 
 @register("SpeechT5FeatureExtractor")
-class SpeechT5Features(AudioProcessor):
+class SpeechT5Features(Wav2Vec2Features):
     """``SpeechT5FeatureExtractor``: ``{"input_values": (samples,), "attention_mask": (samples,)}`` per clip."""
+
+    NORMALIZE = False
 
     def __init__(self, config: Mapping[str, Any], task: str = "") -> None:
         super().__init__(config, task)
-        self.do_normalize = bool(self.config.get("do_normalize", False))
         self.return_attention_mask = bool(self.config.get("return_attention_mask", True))
         self.num_mel_bins = int(self.value("num_mel_bins", 80))
         self.sample_size = int(self.value("win_length", 64)) * self.sampling_rate // 1000
@@ -45,16 +46,6 @@ class SpeechT5Features(AudioProcessor):
         self.mel_filters = mel_filter_bank(self.n_fft // 2 + 1, self.num_mel_bins, float(self.value("fmin", 80)),
                                            float(self.value("fmax", 7600)), self.sampling_rate,
                                            norm="slaney", mel_scale="slaney")
-
-    def features(self, waveform: np.ndarray) -> dict[str, np.ndarray]:
-        """``{"input_values": (samples,) float32}`` (+ ``attention_mask`` (samples,) int32 of ones)."""
-        values = waveform.astype(np.float32, copy=False)
-        if self.do_normalize:
-            values = zero_mean_unit_var(values)
-        feeds = {"input_values": values}
-        if self.return_attention_mask:
-            feeds["attention_mask"] = np.ones(values.shape[0], np.int32)
-        return feeds
 
     def target_features(self, waveform: np.ndarray) -> dict[str, np.ndarray]:
         """transformers' ``audio_target=``: ``{"input_values": (frames, num_mel_bins) float32}``

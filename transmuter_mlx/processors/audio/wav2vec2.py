@@ -17,7 +17,7 @@ receptive field (400 samples for wav2vec2's convolutions), which the model, not 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -36,9 +36,11 @@ def zero_mean_unit_var(values: np.ndarray) -> np.ndarray:
 class Wav2Vec2Features(AudioProcessor):
     """``Wav2Vec2FeatureExtractor``: ``{"input_values": (samples,)}`` float32 (+ ``attention_mask``)."""
 
+    NORMALIZE: ClassVar[bool] = True  # ``do_normalize``'s default
+
     def __init__(self, config: Mapping[str, Any], task: str = "") -> None:
         super().__init__(config, task)
-        self.do_normalize = bool(self.config.get("do_normalize", True))
+        self.do_normalize = bool(self.config.get("do_normalize", self.NORMALIZE))
 
     def features(self, waveform: np.ndarray) -> dict[str, np.ndarray]:
         """``{"input_values": (samples,)}`` float32 (+ ``attention_mask`` (samples,) int32 of ones when the
