@@ -33,7 +33,9 @@ sys.path.insert(0, str(ROOT))
 
 from tests.fixtures import bert  # noqa: E402
 from tests.fixtures import vision_models as vm  # noqa: E402
-from tests.fixtures.text_models import _build_log, _io_names  # noqa: E402
+from tests.fixtures.cli import build_log  # noqa: E402
+from tests.fixtures.export import check_file, complete  # noqa: E402
+from tests.fixtures.text_models import _io_names  # noqa: E402
 
 CACHE = ROOT / ".cache" / "benchmarks"
 
@@ -62,7 +64,7 @@ def key(spec: BenchSpec) -> str:
 def build(name: str, cache: Path | None = None) -> Path:
     """The folder of benchmark model ``name`` (see ``SPECS``), built if not cached."""
     spec = SPECS[name]
-    return bert.build(spec, cache or CACHE, key=key(spec), fill=_fill, complete=vm._complete)
+    return bert.build(spec, cache or CACHE, key=key(spec), fill=_fill, complete=complete)
 
 
 def _vit(spec: BenchSpec) -> vm.Parts:
@@ -110,7 +112,8 @@ def _fill(spec: BenchSpec, out: Path) -> None:
         "architecture": type(model).__name__,
         "parameters": sum(p.numel() for p in model.parameters()),
         "onnx": {"model.onnx": _io_names(onnx_dir / "model.onnx")},
-        "check": {"model": vm._check(onnx_dir / "model.onnx", model, feeds)},
+        "check": {"model": check_file(onnx_dir / "model.onnx", model, feeds, vm.TOLERANCE,
+                                      _io_names(onnx_dir / "model.onnx")["inputs"])},
         "seconds": round(time.time() - t0, 1),
     }
     (out / "fixture.json").write_text(json.dumps(meta, indent=1))
@@ -120,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     names = (argv if argv is not None else sys.argv[1:]) or list(SPECS)
     for name in names:
         t0 = time.time()
-        with _build_log(CACHE / f"{name}.build.log"):  # the export's library logs go to a file
+        with build_log(CACHE / f"{name}.build.log"):  # the export's library logs go to a file
             folder = build(name)
         print(f"{name:10} {time.time() - t0:6.1f} s  {folder}", flush=True)
     return 0

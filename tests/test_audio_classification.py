@@ -10,6 +10,7 @@ import pytest
 
 from tests.fixtures.audio_models import build
 from tests.fixtures.speech import speech
+from tests.predictions import check_same
 from transmuter_mlx.pipelines.audio_classification import AudioClassification
 
 transformers = pytest.importorskip("transformers")
@@ -35,23 +36,16 @@ def clips(fixture: str = "ast") -> list[np.ndarray]:
     return [wave[:4000], wave[16000:48000], wave if fixture == "ast" else wave[48000:56000]]
 
 
-def check_same(got: dict, want: list[dict]) -> float:
-    assert [p["label"] for p in got["predictions"]] == [p["label"] for p in want]
-    diff = max(abs(g["score"] - w["score"]) for g, w in zip(got["predictions"], want, strict=True))
-    assert diff < TOLERANCE, diff
-    return diff
-
-
 @pytest.mark.parametrize("backend", ["mlx", "torch"])
 @pytest.mark.parametrize("fixture", FIXTURES)
 def test_scores_and_logits_match_transformers(fixture: str, backend: str) -> None:
     classify, ref = pipe(fixture, backend), reference(fixture)
     waves = clips(fixture)
     for wave in waves:
-        check_same(classify(wave, top_k=None), ref(wave, top_k=None))
+        check_same(classify(wave, top_k=None), ref(wave, top_k=None), TOLERANCE)
     for function in ("none", "sigmoid"):  # the logits themselves, and the other score function
         check_same(classify(waves[0], top_k=None, function_to_apply=function),
-                   ref(waves[0], top_k=None, function_to_apply=function))
+                   ref(waves[0], top_k=None, function_to_apply=function), TOLERANCE)
     # the model's scores differ between clips (a constant head would make the comparison void)
     best = [{p["label"]: p["score"] for p in classify(w, top_k=None)["predictions"]} for w in waves]
     assert max(abs(best[0][k] - best[1][k]) for k in best[0]) > 100 * TOLERANCE
@@ -74,7 +68,7 @@ def test_length_dependent_classifier_runs_each_clip_alone() -> None:
     assert classify.batch_size == 1
     waves = clips("wav2vec2-cls")
     for got, wave in zip(classify(waves, top_k=None), waves, strict=True):
-        check_same(got, reference("wav2vec2-cls")(wave, top_k=None))
+        check_same(got, reference("wav2vec2-cls")(wave, top_k=None), TOLERANCE)
     lengths = {dict(k)["input_values"][0] for k in classify.model.signatures()}
     assert lengths == {(1, len(w)) for w in waves}  # unpadded: each clip at its own length
 
@@ -87,7 +81,7 @@ def test_top_k_default_clip_and_none() -> None:
     for top_k in (1, 2, labels + 10, None):
         got = classify(wave, top_k=top_k)
         assert len(got["predictions"]) == (labels if top_k is None else min(top_k, labels))
-        check_same(got, ref(wave, top_k=top_k))
+        check_same(got, ref(wave, top_k=top_k), TOLERANCE)
     with pytest.raises(ValueError, match="top_k"):
         classify(wave, top_k=0)
     with pytest.raises(ValueError, match="function_to_apply"):
@@ -137,4 +131,4 @@ def test_q8_file_matches_onnxruntime_on_the_same_file(backend: str) -> None:
     for wave in clips():
         for function in ("softmax", "none"):
             want = ort(wave, top_k=None, function_to_apply=function)["predictions"]
-            check_same(q8(wave, top_k=None, function_to_apply=function), want)
+            check_same(q8(wave, top_k=None, function_to_apply=function), want, TOLERANCE)

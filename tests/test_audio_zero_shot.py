@@ -10,6 +10,7 @@ import pytest
 
 from tests.fixtures.audio_models import build
 from tests.fixtures.speech import speech
+from tests.predictions import check_same
 from transmuter_mlx.pipelines.audio_zero_shot import ZeroShotAudioClassification
 
 transformers = pytest.importorskip("transformers")
@@ -35,23 +36,16 @@ def clips() -> list[np.ndarray]:
     return [wave[:9000], wave[48000:48000 + 20000], wave[96000:96000 + 48000]]
 
 
-def check_same(got: dict, want: list[dict]) -> float:
-    assert [p["label"] for p in got["predictions"]] == [p["label"] for p in want]
-    diff = max(abs(g["score"] - w["score"]) for g, w in zip(got["predictions"], want, strict=True))
-    assert diff < TOLERANCE, diff
-    return diff
-
-
 @pytest.mark.parametrize("backend", ["mlx", "torch"])
 def test_scores_match_transformers(backend: str) -> None:
     classify, ref = pipe(backend, labels=tuple(LABELS)), reference()
     results = [classify(w) for w in clips()]
     for got, wave in zip(results, clips(), strict=True):
-        check_same(got, ref(wave, candidate_labels=LABELS))
+        check_same(got, ref(wave, candidate_labels=LABELS), TOLERANCE)
     # another template and fewer labels, given at the call
     template = "{} can be heard."
     check_same(classify(clips()[0], candidate_labels=LABELS[:2], hypothesis_template=template),
-               ref(clips()[0], candidate_labels=LABELS[:2], hypothesis_template=template))
+               ref(clips()[0], candidate_labels=LABELS[:2], hypothesis_template=template), TOLERANCE)
     # the scores depend on the label and on the clip (a constant model would make the comparison void;
     # the fixture's random audio tower moves them by ~3e-3 between these clips)
     scores = [{p["label"]: p["score"] for p in r["predictions"]} for r in results]
@@ -66,7 +60,7 @@ def test_a_longer_clip_is_cut_to_its_first_window(monkeypatch) -> None:
     got = pipe(labels=tuple(LABELS))(longer)
     assert got == pipe(labels=tuple(LABELS))(longer[:48000])
     monkeypatch.setattr(np.random, "randint", lambda low, high=None, *a, **k: 0)
-    check_same(got, reference()(longer, candidate_labels=LABELS))
+    check_same(got, reference()(longer, candidate_labels=LABELS), TOLERANCE)
 
 
 def test_clips_run_in_batches_equal_to_one_by_one() -> None:

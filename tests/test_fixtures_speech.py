@@ -201,15 +201,16 @@ def test_onnx_greedy_decoding_gives_the_pytorch_transcript(whisper: tuple[str, P
     suppression, reproduce PyTorch's tokens (fp32 exactly; q8 the same words)."""
     from transformers import AutoTokenizer, WhisperFeatureExtractor
 
-    from tests.fixtures.whisper_real import _run_decoder, _session
+    from tests.fixtures.export import session
+    from tests.fixtures.whisper_real import _run_decoder
 
     _, folder = whisper
     meta = json.loads((folder / "fixture.json").read_text())
     generation = json.loads((folder / "generation_config.json").read_text())
     wave, rate = speech("beckett")
     features = WhisperFeatureExtractor.from_pretrained(folder)(wave, sampling_rate=rate, return_tensors="np")
-    hidden = _session(folder / "onnx" / f"encoder_model{suffix}.onnx").run(None, dict(features))[0]
-    decoder = _session(folder / "onnx" / f"decoder_model_merged{suffix}.onnx")
+    hidden = session(folder / "onnx" / f"encoder_model{suffix}.onnx").run(None, dict(features))[0]
+    decoder = session(folder / "onnx" / f"decoder_model_merged{suffix}.onnx")
     prompt = meta["decoder_ids"].index(generation["no_timestamps_token_id"]) + 1
     ids = meta["decoder_ids"][:prompt]
     out = _run_decoder(decoder, np.array([ids], np.int64), hidden, None)

@@ -155,6 +155,18 @@ def speecht5_reference(text: str, speaker: np.ndarray, bias: float = STOP_BIAS, 
                                      maxlenratio=maxlenratio).numpy()
 
 
+# (not a run of characters outside the vocabulary: SentencePiece makes it one <unk>, tokenizer.json one each)
+@pytest.mark.parametrize("text", ["hello world", "A quick test, 4.", "  two  spaces ", "ünïcode"])
+def test_speecht5_tokenizer_json_is_the_sentencepiece_tokenizer(text: str) -> None:
+    """The fixture's tokenizer.json (what transformers.js exports carry, and what we read) gives the ids of
+    transformers' slow SpeechT5Tokenizer."""
+    from transmuter_mlx.tokenizer import Tokenizer
+
+    folder = build("speecht5")
+    slow = T.SpeechT5Tokenizer.from_pretrained(folder)
+    assert Tokenizer.from_repo(folder)([text]).input_ids[0].tolist() == slow(text)["input_ids"]
+
+
 @pytest.mark.parametrize("backend", ["mlx", "torch"])
 def test_speecht5_without_noise_is_transformers_generate_speech(backend: str) -> None:
     speak = pipe("speecht5", backend, speaker_embedding=SPEAKER)
