@@ -101,14 +101,12 @@ class TextChunks(Iterator[Any]):
         self._sink.abandoned.set()
         if self._on_close is not None:
             self._on_close()
-        worker = self._worker
-        if worker is not None and worker is not threading.current_thread():
-            worker.join(timeout)
+        self.join(timeout)
 
-    def join(self) -> None:
-        """Waits for the stream's decoding thread (if any) to end."""
+    def join(self, timeout: float | None = None) -> None:
+        """Waits (up to ``timeout`` s) for the stream's decoding thread, if any, to end."""
         if self._worker is not None and self._worker is not threading.current_thread():
-            self._worker.join()
+            self._worker.join(timeout)
 
     def __enter__(self) -> TextChunks:
         return self
