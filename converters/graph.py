@@ -67,6 +67,7 @@ class Program:
         # device copies of values that depend on no input (weights, folded weights), shared by
         # every signature so that weights exist once on the device
         self.device_constants: dict[tuple[str, str], Any] = {}
+        self.parent: Program | None = None  # the program of the node whose subgraph this is
 
     def _step(self, index: int, node: onnx.NodeProto) -> Step:
         domain = normalize_domain(node.domain)
@@ -115,8 +116,20 @@ class Program:
     def subprogram(self, graph: onnx.GraphProto) -> Program:
         key = id(graph)
         if key not in self._subprograms:
-            self._subprograms[key] = Program(graph, self.opsets)
+            child = Program(graph, self.opsets)
+            child.parent = self
+            self._subprograms[key] = child
         return self._subprograms[key]
+
+    def constant_owner(self, name: str, value: Any) -> Program | None:
+        """The program, this one or an enclosing one, whose initializer ``name`` is ``value`` (a subgraph
+        reads its outer graphs' weights, which must not be copied to the device at every call)."""
+        program: Program | None = self
+        while program is not None:
+            if program.initializers.get(name) is value:
+                return program
+            program = program.parent
+        return None
 
 
 def find_missing_ops(graph: onnx.GraphProto, opsets: Mapping[str, int]) -> dict[tuple[str, str, int], str]:
@@ -297,20 +310,11 @@ class Interpreter:
                 out.append(np.asarray(a))
             elif B.is_host:
                 out.append(_to_host(a, self.backend))
-            elif self.program.initializers.get(step.inputs[i]) is a:
-                out.append(self._device_weight(step.inputs[i], a, B))
+            elif (owner := self.program.constant_owner(step.inputs[i], a)) is not None:
+                out.append(_device_weight(owner, step.inputs[i], a, B))
             else:
                 out.append(_to_device(a, B))
         return out
-
-    def _device_weight(self, name: str, value: Any, B: Backend) -> Any:
-        """An initializer on the device, converted once (eager runs read weights every call)."""
-        key = (name, B.name)
-        cache = self.program.device_constants
-        if key not in cache:
-            cache[key] = _to_device(value, B)
-        return cache[key]
-
     def _host_value(self, step: Step, v: Any) -> Any:
         if not is_host(v):
             self._need_sync(step, "a value it reads must be known on the host")
@@ -325,6 +329,14 @@ class Interpreter:
         sub = Interpreter(program, self.backend, self.sync, None, env if env is not None else {})
         feeds = dict(zip(program.input_names, inputs))
         return list(sub.run(feeds).values())
+
+
+def _device_weight(owner: Program, name: str, value: Any, B: Backend) -> Any:
+    """An initializer of ``owner`` on the device, converted once (eager runs read weights every call)."""
+    key = (name, B.name)
+    if key not in owner.device_constants:
+        owner.device_constants[key] = _to_device(value, B)
+    return owner.device_constants[key]
 
 
 def _host_only_dtype(a: Any, B: Backend) -> bool:

@@ -280,3 +280,16 @@ def test_capacity_never_exceeds_the_longest_row():
     assert capacity(9, 64) == 128  # a power of two
     assert capacity(12, 40948, longest=40960) == 40960  # not 65536: the context is the bound
     assert capacity(200, 250, longest=256) == 512  # left padding needs more than the longest row
+
+
+def test_beam_topk_is_the_start_of_a_stable_sort():
+    """The beam search's partial top-k picks what a full stable descending sort would (ties by index)."""
+    from transmuter_mlx.generation.beam import _topk
+
+    rng = np.random.default_rng(0)
+    for scores in (rng.standard_normal((3, 1000)).astype(np.float32),
+                   rng.integers(0, 4, (3, 1000)).astype(np.float32),  # ties everywhere
+                   np.where(rng.random((2, 50)) < 0.9, -np.inf, 1.0).astype(np.float32)):
+        for k in (1, 5, 10, scores.shape[1]):
+            want = np.argsort(-scores, axis=-1, kind="stable")[:, :k]
+            np.testing.assert_array_equal(_topk(scores, k), want)

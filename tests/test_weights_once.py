@@ -45,3 +45,37 @@ def test_a_callers_proto_keeps_its_weights():
     model = tm.load(proto)
     assert len(proto.graph.initializer) == count and count > 0
     assert "last_hidden_state" in model(_feeds())
+
+
+@pytest.mark.parametrize("backend", ["mlx", "torch"])
+def test_a_subgraph_reads_its_outer_graphs_weights_without_copying_them(backend, monkeypatch):
+    """An If branch that reads a weight of the main graph (an optimum merged decoder reads them all from its
+    branches) gets the one device copy: nothing is converted again at later calls."""
+    h = onnx.helper
+    weight = np.random.default_rng(0).standard_normal((64, 64)).astype(np.float32)
+
+    def branch(name: str, scale: float) -> onnx.GraphProto:
+        return h.make_graph(
+            [h.make_node("MatMul", ["x", "W"], [f"{name}_m"]),
+             h.make_node("Mul", [f"{name}_m", f"{name}_s"], [f"{name}_y"])],
+            name, [], [h.make_tensor_value_info(f"{name}_y", onnx.TensorProto.FLOAT, None)],
+            [h.make_tensor(f"{name}_s", onnx.TensorProto.FLOAT, [], [scale])])
+
+    graph = h.make_graph(
+        [h.make_node("If", ["flag"], ["y"], then_branch=branch("then", 2.0), else_branch=branch("else", 3.0))],
+        "g", [h.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [None, 64]),
+              h.make_tensor_value_info("flag", onnx.TensorProto.BOOL, [1])],
+        [h.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)],
+        [onnx.numpy_helper.from_array(weight, "W")])
+    proto = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+    session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    model = tm.load(proto, backend=backend)
+    converted = []
+    asarray = model.backend.asarray
+    monkeypatch.setattr(model.backend, "asarray", lambda x, *a, **k: (
+        converted.append(np.shape(x)), asarray(x, *a, **k))[1])
+    for rows in (2, 3, 4):  # a new signature each call: each is planned, reading the branch's weight
+        feeds = {"x": np.ones((rows, 64), np.float32) * rows, "flag": np.array([rows % 2 == 0])}
+        got = model.backend.to_numpy(model(feeds)["y"])
+        np.testing.assert_allclose(got, session.run(["y"], feeds)[0], rtol=1e-5, atol=1e-4)
+    assert (64, 64) not in converted[1:] and converted.count((64, 64)) <= 1, converted

@@ -17,8 +17,10 @@ import warnings
 import numpy as np
 import pytest
 
+import transmuter_mlx as tm
 from tests.fixtures.audio_models import build
 from tests.fixtures.speech import speech
+from transmuter_mlx.generation.whisper_languages import LANGUAGES
 from transmuter_mlx.pipelines.audio_speech import SpeechToText
 
 
@@ -109,6 +111,27 @@ def test_language_detection_and_forcing():
     for options in ({}, {"language": "german", "task": "translate"}, {"task": "transcribe", "return_timestamps": True}):
         same(ours("whisper-multilingual")(wave, num_beams=1, **options),
              expected(folder, wave, num_beams=1, **options))
+
+
+def test_return_language_names_each_chunks_language():
+    """transformers' chunks say ``"language": None`` (the prompt, where the language token is, is stripped
+    before ``_decode_asr``); ours name it. Everything else equals transformers' result."""
+    wave = clip(seconds=9.0)
+    folder = build("whisper-multilingual")
+    model = reference(str(folder)).model
+    features = reference(str(folder)).feature_extractor(wave, sampling_rate=16000, return_tensors="pt")
+    detected_id = int(model.detect_language(features.input_features).reshape(-1)[0])
+    names = {v: k for k, v in model.generation_config.lang_to_id.items()}
+    detected = LANGUAGES[names[detected_id][2:-2]]
+    for options, language in (({}, detected), ({"return_timestamps": True}, detected),
+                              ({"return_timestamps": "word"}, detected), ({"language": "de"}, "german")):
+        got = ours("whisper-multilingual")(wave, return_language=True, num_beams=1, max_new_tokens=10, **options)
+        want = expected(folder, wave, return_language=True, num_beams=1, max_new_tokens=10, **options)
+        assert {c.pop("language") for c in got["chunks"]} == {language}
+        assert {c.pop("language") for c in want["chunks"]} == {None}
+        assert got == want
+    with pytest.raises(ValueError, match="no 'return_language' option"):
+        tm.audio.speech_to_text(build("wav2vec2-ctc"))(wave, return_language=True)
 
 
 def test_language_errors():

@@ -43,7 +43,16 @@ _NEG = np.float32(-1.0e9)
 
 def _topk(x: np.ndarray, k: int) -> np.ndarray:
     """Indices of the k largest of each row, best first; ties keep index order."""
-    return np.argsort(-x, axis=-1, kind="stable")[:, :k]
+    if k >= x.shape[-1]:
+        return np.argsort(-x, axis=-1, kind="stable")
+    # the k largest are the values >= the k-th largest (ties at it included), so sorting those is the
+    # stable sort's start without sorting a whole vocabulary
+    kth = np.partition(x, -k, axis=-1)[:, -k][:, None]
+    out = np.empty((x.shape[0], k), np.int64)
+    for r in range(x.shape[0]):
+        candidates = np.flatnonzero(x[r] >= kth[r])
+        out[r] = candidates[np.argsort(-x[r, candidates], kind="stable")[:k]]
+    return out
 
 
 def _gather(x: np.ndarray, index: np.ndarray) -> np.ndarray:

@@ -67,6 +67,7 @@ class EncoderDecoderSession:
         self.padding: list[int] = []  # ... of each decoder row
         self._rows_hidden: Any = None
         self._rows_mask: np.ndarray | None = None
+        self._owner = np.zeros(0, np.int64)  # the input of each decoder row
         self.cache: dict[str, Any] = {}
 
     # ------------------------------------------------------------------ encoder
@@ -95,6 +96,7 @@ class EncoderDecoderSession:
         if len({len(p) for p in prompts}) != 1:
             raise ValueError("the decoder prompts of a seq2seq batch must have one length")
         owner = np.repeat(np.arange(inputs, dtype=np.int64), rows // inputs)
+        self._owner = owner
         self._rows_hidden = self.B.take(self.hidden, self.B.asarray(owner), 0)
         self._rows_mask = self.mask[owner]
         self.padding = [self.input_padding[i] for i in owner]
@@ -130,10 +132,16 @@ class EncoderDecoderSession:
         if np.array_equal(index, np.arange(len(index))):
             return
         taken = self.B.asarray(index)
-        self.cache = {n: self.B.take(v, taken, 0) for n, v in self.cache.items()}
-        self._rows_hidden = self.B.take(self._rows_hidden, taken, 0)
-        self._rows_mask = self._rows_mask[index]
-        self.padding = [self.padding[i] for i in index]
+        # what depends only on a row's input (the cross-attention cache, encoder outputs and masks) stays
+        # when every row keeps its input, as beams do: only the self-attention cache moves
+        same_inputs = np.array_equal(self._owner[index], self._owner)
+        moved = self.layout.names if same_inputs else list(self.cache)
+        self.cache.update({n: self.B.take(self.cache[n], taken, 0) for n in moved})
+        if not same_inputs:
+            self._owner = self._owner[index]
+            self._rows_hidden = self.B.take(self._rows_hidden, taken, 0)
+            self._rows_mask = self._rows_mask[index]
+            self.padding = [self.padding[i] for i in index]
 
     # ------------------------------------------------------------------ helpers
     def _empty(self, rows: int) -> dict[str, Any]:

@@ -71,6 +71,11 @@ class WhisperRecognizer:
         else:
             self.session = WhisperSession(pipe.load_file("encoder"), pipe.load_file("decoder"),
                                           heads=self.args.num_attention_heads, head_dim=self.args.head_dim)
+        decoder = self.session.decoder
+        if hasattr(decoder, "max_signatures"):
+            # a step's signature is its cache length: keep one per target position, so that the next window
+            # replays them (the least-recently-used cache of 64 would drop each before its next use)
+            decoder.max_signatures = max(decoder.max_signatures, 2 * self.max_target)
 
     # ------------------------------------------------------------------ options
     def return_timestamps(self, options: Mapping[str, Any]) -> bool | str:
@@ -124,11 +129,11 @@ class WhisperRecognizer:
                 owners.append(i)
                 strides.append(stride)
         decoded = self.decode(clips, options, stamps, config)
-        words = stamps == "word"
+        words, language = stamps == "word", bool(options.get("return_language"))
         results = []
         for i in range(len(waves)):
-            windows = [self.window(d, s, words) for d, s, o in zip(decoded, strides, owners) if o == i]
-            results.append(self.text(windows, stamps))
+            windows = [self.window(d, s, words, language) for d, s, o in zip(decoded, strides, owners) if o == i]
+            results.append(self.text(windows, stamps, language))
         return results
 
     # ------------------------------------------------------------------ streaming
@@ -141,7 +146,7 @@ class WhisperRecognizer:
 
     def _stream_run(self, audio: Any, options: Mapping[str, Any], stamps: bool | str, config: GenerationConfig,
                     sink: ChunkSink) -> dict[str, Any]:
-        words = stamps == "word"
+        words, language = stamps == "word", bool(options.get("return_language"))
         chunked = bool(options.get("chunk_length_s"))
         done: list[dict[str, Any]] = []
         merge = _Merge(self.tokenizer, self.settings) if chunked and not stamps else None
@@ -168,30 +173,41 @@ class WhisperRecognizer:
         while group := list(itertools.islice(pending, self.batch_size)):
             strides = [s for _, s in group]
             decoded = self.decode([c for c, _ in group], options, stamps, config, on_pass=on_pass)
-            done.extend(self.window(d, s, words) for d, s in zip(decoded, strides))
+            done.extend(self.window(d, s, words, language) for d, s in zip(decoded, strides))
             if merge is not None:
                 for d in decoded:
                     merge.add(d.tokens)
                 if merge.exact:
                     say(merge.committed_text())
-        result = self.text(done, stamps)
+        result = self.text(done, stamps, language)
         say(result["text"] + "\ufffd")  # the rest (its end kept whole: the marker is stripped)
         return result
 
-    def text(self, windows: list[dict[str, Any]], stamps: bool | str) -> dict[str, Any]:
-        """The pipeline's result from an input's windows (``_decode_asr``)."""
-        out = decode_asr(self.tokenizer, windows, return_timestamps=stamps, time_precision=self.time_precision)
+    def text(self, windows: list[dict[str, Any]], stamps: bool | str, language: bool = False) -> dict[str, Any]:
+        """The pipeline's result from an input's windows (``_decode_asr``); ``language``: chunks name their
+        language (``return_language``)."""
+        out = decode_asr(self.tokenizer, windows, return_timestamps=stamps, return_language=language,
+                         time_precision=self.time_precision)
         result = {"text": out["text"]}
         if "chunks" in out:
-            result["chunks"] = [{"text": c["text"], "timestamp": tuple(c["timestamp"])} for c in out["chunks"]]
+            result["chunks"] = [{"text": c["text"], **{k: tuple(v) if k == "timestamp" else v for k, v in c.items()
+                                                      if k != "text"}} for c in out["chunks"]]
         return result
 
-    def window(self, decoded: Decoded, stride: tuple[float, float, float] | None, words: bool) -> dict[str, Any]:
-        window: dict[str, Any] = {"tokens": np.asarray(decoded.tokens, np.int64)}
+    def window(self, decoded: Decoded, stride: tuple[float, float, float] | None, words: bool,
+               language: bool = False) -> dict[str, Any]:
+        """A window as ``_decode_asr`` reads it. ``language``: its tokens start with the language token of its
+        prompt, which transformers strips with the prompt (its chunks then all say ``"language": None``), so
+        that each chunk names the language it was transcribed in."""
+        tokens, times = list(decoded.tokens), decoded.token_timestamps
+        if language and decoded.language_id is not None:
+            tokens = [decoded.language_id, *tokens]
+            times = None if times is None else [times[0] if times else 0.0, *times]
+        window: dict[str, Any] = {"tokens": np.asarray(tokens, np.int64)}
         if stride is not None:
             window["stride"] = stride
         if words:
-            window["token_timestamps"] = np.asarray(decoded.token_timestamps, np.float32)
+            window["token_timestamps"] = np.asarray(times, np.float32)
         return window
 
     # ------------------------------------------------------------------ windows

@@ -297,8 +297,8 @@ class CTCRecognizer:
         if stamps is not None and stamps is not False and stamps not in TIMESTAMPS:
             raise ValueError(f"{self.task}: CTC models give character or word timestamps: return_timestamps must "
                              f"be 'char' or 'word' (or None), got {stamps!r}")
-        for name in ("language", "task", *GenerationConfig.fields()):
-            if options.get(name) is not None:
+        for name in ("language", "task", "return_language", *GenerationConfig.fields()):
+            if options.get(name) is not None and options.get(name) is not False:
                 raise ValueError(f"{self.task}: {self.name} is a CTC model, which has no {name!r} option "
                                  "(it picks the best token of each frame, without a decoder)")
         return stamps or None

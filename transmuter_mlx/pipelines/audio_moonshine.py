@@ -120,8 +120,8 @@ class MoonshineRecognizer:
         if stamps is not None and stamps is not False:
             raise ValueError(f"{self.task}: {self.name} (Moonshine) gives no timestamps, as in transformers; "
                              f"return_timestamps must be None or False, got {stamps!r}")
-        for name in ("language", "task"):
-            if options.get(name) is not None:
+        for name in ("language", "task", "return_language"):
+            if options.get(name) is not None and options.get(name) is not False:
                 raise ValueError(f"{self.task}: {self.name} (Moonshine) has no {name!r} option (it is Whisper's)")
         given = {k: v for k, v in options.items() if k in GenerationConfig.fields() and v is not None}
         try:

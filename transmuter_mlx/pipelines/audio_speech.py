@@ -46,6 +46,7 @@ SPEECH_OPTIONS: dict[str, Any] = {
     "stride_length_s": None,  # seconds of overlap each side (number or (left, right)); default chunk_length_s / 6
     "language": None,  # Whisper: a language ("en", "english", "<|en|>"); None: detected when multilingual
     "task": None,  # Whisper: "transcribe" or "translate"
+    "return_language": None,  # Whisper: each chunk names its language (the language token of its prompt)
     "stream": False,  # pipe(x, stream=True): an iterator of text pieces as windows finish
     "generate_kwargs": None,  # transformers' spelling: a dict of generation options (and language, task)
 }
