@@ -1,4 +1,5 @@
-"""Command line: ``python -m transmuter_mlx TASK MODEL [INPUT ...]`` and ``python -m transmuter_mlx list``.
+"""Command line: ``python -m transmuter_mlx TASK MODEL [INPUT ...]``, ``python -m transmuter_mlx list`` and
+``python -m transmuter_mlx serve TASK=MODEL ...`` (the HTTP server, see :mod:`transmuter_mlx.server`).
 
 >>> main(["list"])
 tasks (modality, processor, function, default model; aliases):
@@ -223,6 +224,10 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["list"]:
         print(list_all())
         return 0
+    if argv[:1] == ["serve"]:
+        from .server.run import main as serve_main
+
+        return serve_main(argv[1:])
     args = build_parser().parse_args(argv)
     from .converters.errors import ConverterError
     from .pipelines import UnknownTaskError, pipeline, resolve_task

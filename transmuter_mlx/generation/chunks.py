@@ -17,6 +17,7 @@ exception").
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import queue
 import threading
@@ -46,15 +47,21 @@ class ChunkSink:
         self.chunks: queue.Queue = queue.Queue()
         self.abandoned = threading.Event()
         self.sent = False
+        self.on_put: Callable[[], Any] | None = None  # told after each put (an asyncio consumer's wake-up)
 
     def __call__(self, chunk: Any) -> None:
         if not self.abandoned.is_set():
             self.sent = True
-            self.chunks.put(chunk)
+            self._put(chunk)
 
     def end(self) -> None:
         """Puts the end mark: the run's outcome is set."""
-        self.chunks.put(_END)
+        self._put(_END)
+
+    def _put(self, item: Any) -> None:
+        self.chunks.put(item)
+        if self.on_put is not None:
+            self.on_put()
 
 
 def all_abandoned(sinks: Sequence[Any]) -> bool:
@@ -76,6 +83,7 @@ class TextChunks(Iterator[Any]):
         self._sink, self._outcome, self._done = sink, outcome, done
         self._worker, self._on_close = worker, on_close
         self._open = True
+        self._wakeup: asyncio.Event | None = None
         _open_streams.add(self)
 
     def __iter__(self) -> TextChunks:
@@ -84,14 +92,44 @@ class TextChunks(Iterator[Any]):
     def __next__(self) -> Any:
         if not self._open:
             raise StopIteration
-        chunk = self._sink.chunks.get()
-        if chunk is not _END:
-            return chunk
+        return self._take(self._sink.chunks.get(), StopIteration)
+
+    def __aiter__(self) -> TextChunks:
+        return self
+
+    async def __anext__(self) -> Any:
+        """The next chunk for an asyncio consumer, awaited without holding a thread (a server streams to
+        many clients at once)."""
+        if not self._open:
+            raise StopAsyncIteration
+        if self._wakeup is None:
+            loop, event = asyncio.get_running_loop(), asyncio.Event()
+            self._wakeup = event
+
+            def wake() -> None:
+                try:
+                    loop.call_soon_threadsafe(event.set)
+                except RuntimeError:  # the consumer's loop is closed: nobody waits any more
+                    pass
+
+            self._sink.on_put = wake
+        while True:
+            try:
+                item = self._sink.chunks.get_nowait()
+            except queue.Empty:
+                await self._wakeup.wait()
+                self._wakeup.clear()  # a put after the wake-up is found by the next get_nowait
+                continue
+            return self._take(item, StopAsyncIteration)
+
+    def _take(self, item: Any, stop: type[Exception]) -> Any:
+        if item is not _END:
+            return item
         self._open = False
-        result = self._outcome.result()  # the run's error is raised here
+        result = self._outcome.result()  # the run's error is raised here (the outcome is set before the end)
         if self._done:
             return ("done", {"token_summary": result["results"][0]["token_summary"]})
-        raise StopIteration
+        raise stop
 
     def close(self, timeout: float = ABANDON_WAIT_S) -> None:
         """Leaves the stream: its decoding stops at the next step; waits up to ``timeout`` s for its thread."""
