@@ -15,6 +15,7 @@ import pytest
 import transmuter_mlx as tm
 from tests.server_harness import running_server
 from transmuter_mlx.server import ModelRegistry, ServedModel, ServerSettings
+from transmuter_mlx.server.models import batcher_for
 
 httpx = pytest.importorskip("httpx")
 openai = pytest.importorskip("openai")
@@ -53,7 +54,8 @@ def server(models, pipes):
     tasks = {"embed": "text-embedding", "rerank": "text-ranking", "chat": "text-generation",
              "t5": "text2text-generation", "asr": "automatic-speech-recognition", "vit": "image-classification",
              "tts": "text-to-speech"}
-    registry = ModelRegistry([ServedModel(models[k], tasks[k], tm.Serving(pipes[k])) for k in tasks])
+    # as the serve command builds them: text generation continuously batched, the others through tm.Serving
+    registry = ModelRegistry([ServedModel(models[k], tasks[k], batcher_for(pipes[k])) for k in tasks])
     with running_server(registry, ServerSettings(api_key=KEY, max_request_bytes=4 * 2**20)) as url:
         yield url
 

@@ -26,7 +26,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
@@ -195,7 +194,7 @@ class _Server:
         dimensions = body.integer("dimensions", minimum=1)
         with served.admit(len(texts)):
             results = await self.run(served, texts)
-        tokens = _count_tokens(served.pipe, texts)
+        tokens = await served.count_tokens(texts)
         return JSONResponse(embedding_response(served.id, [r["embedding"] for r in results], tokens, encoding,
                                                dimensions))
 
@@ -207,7 +206,7 @@ class _Server:
         top_n = body.integer("top_n", minimum=1)
         with served.admit():
             result = await self.run(served, {"query": query, "documents": documents})
-        tokens = _count_tokens(served.pipe, [(query, d) for d in documents])
+        tokens = await served.count_tokens([(query, d) for d in documents])
         return JSONResponse(rerank_response(served.id, documents, result["results"], top_n,
                                             bool(body.boolean("return_documents", False)), tokens))
 
@@ -227,7 +226,7 @@ class _Server:
         n = body.integer("n", 1)
         max_new = options.get("max_new_tokens")
         if max_new is None:
-            max_new = getattr(getattr(served.pipe, "generation", None), "max_new_tokens", None)
+            max_new = served.default_max_new_tokens()
         if body.boolean("stream", False):
             if len(prompts) != 1 or n != 1:
                 raise BadRequest("stream=true streams one answer: give one prompt and n=1", param="stream")
@@ -350,17 +349,6 @@ class _Server:
         with served.admit(count):
             result = await self.run(served, inputs, **parameters)
         return JSONResponse({"model": served.id, "task": task, "outputs": to_json(result)})
-
-
-def _count_tokens(pipe: Any, texts: list[Any]) -> int:
-    """The tokens of ``texts`` as the pipeline's tokenizer counts them (0 when it has none)."""
-    tokenizer = getattr(pipe, "tokenizer", None)
-    if tokenizer is None or not texts:
-        return 0
-    try:
-        return int(np.asarray(tokenizer.encode(texts).attention_mask).sum())
-    except Exception:  # noqa: BLE001 - usage is informative; a tokenizer that cannot count gives 0
-        return 0
 
 
 def _as_generation(result: Any) -> dict[str, Any]:

@@ -15,11 +15,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
+from ..generation.continuous import ContinuousBatcher
 from ..pipelines import pipeline, resolve_task
 from ..serving import Serving
 from .errors import BadRequest, NotFound, QueueFull
 
-__all__ = ["ModelRegistry", "ServedModel", "parse_model_specs"]
+__all__ = ["ModelRegistry", "ServedModel", "batcher_for", "count_tokens", "parse_model_specs"]
 
 RETRY_AFTER_S = 1  # what a 429 tells the client to wait
 
@@ -30,7 +33,7 @@ class ServedModel:
 
     id: str
     task: str
-    serving: Serving
+    serving: Serving | ContinuousBatcher
     max_queue: int = 256
     _in_flight: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -58,9 +61,42 @@ class ServedModel:
             with self._lock:
                 self._in_flight -= count
 
+    # what the endpoints read from the model besides its results (a Ray deployment answers them remotely)
+    async def count_tokens(self, texts: list[Any]) -> int:
+        """The tokens of ``texts`` (strings or pairs) as the pipeline's tokenizer counts them (0: no tokenizer)."""
+        return count_tokens(self.pipe, texts)
+
+    def default_max_new_tokens(self) -> int | None:
+        """The new tokens a generation request gets when it does not say (generation_config.json's)."""
+        return getattr(getattr(self.pipe, "generation", None), "max_new_tokens", None)
+
+    def sampling_rate(self) -> int:
+        """The rate a speech model takes its audio at."""
+        return int(self.pipe.recognizer.sampling_rate)
+
     def gauges(self) -> dict[str, float]:
         stats = self.serving.stats
         return {"queue_depth": self.queue_depth, "batches": stats.batches, "batch_inputs": stats.inputs}
+
+
+def batcher_for(pipe: Any, batch_timeout_ms: float = 10, continuous: bool = True) -> Serving | ContinuousBatcher:
+    """Text generation: a :class:`ContinuousBatcher` (requests join the running batch; ``continuous=False``:
+    batch at a time); any other task: a ``tm.Serving`` that gathers concurrent calls for up to
+    ``batch_timeout_ms``."""
+    if continuous and getattr(pipe, "task", None) == "text-generation":
+        return ContinuousBatcher(pipe)
+    return Serving(pipe, batch_timeout_ms=batch_timeout_ms)
+
+
+def count_tokens(pipe: Any, texts: list[Any]) -> int:
+    """The tokens of ``texts`` as the pipeline's tokenizer counts them (0 when it has none)."""
+    tokenizer = getattr(pipe, "tokenizer", None)
+    if tokenizer is None or not texts:
+        return 0
+    try:
+        return int(np.asarray(tokenizer.encode(texts).attention_mask).sum())
+    except Exception:  # noqa: BLE001 - usage is informative; a tokenizer that cannot count gives 0
+        return 0
 
 
 def parse_model_specs(specs: Sequence[str]) -> list[tuple[str, str]]:
@@ -86,12 +122,13 @@ class ModelRegistry:
 
     @classmethod
     def load(cls, pairs: Sequence[tuple[str, str]], *, max_queue: int = 256, batch_timeout_ms: float = 10,
-             options: Mapping[str, Any] | None = None) -> ModelRegistry:
-        """Each ``(task, model)`` built as a pipeline (with ``options``) behind its own Serving."""
+             options: Mapping[str, Any] | None = None, continuous: bool = True) -> ModelRegistry:
+        """Each ``(task, model)`` built as a pipeline (with ``options``) behind its own batcher
+        (:func:`batcher_for`)."""
         served = []
         for task, model in pairs:
             pipe = pipeline(task, model, **dict(options or {}))
-            served.append(ServedModel(model, task, Serving(pipe, batch_timeout_ms=batch_timeout_ms),
+            served.append(ServedModel(model, task, batcher_for(pipe, batch_timeout_ms, continuous),
                                       max_queue=max_queue))
         return cls(served)
 

@@ -12,9 +12,12 @@ seconds), closes the models and exits 0.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from .app import ServerSettings, create_app
@@ -41,6 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="seconds to finish in-flight requests after SIGTERM")
     p.add_argument("--batch-size", type=int, help="rows per compiled batch (each model's compile.batch_size)")
     p.add_argument("--batch-timeout-ms", type=float, default=10.0, help="how long a batch waits to fill")
+    p.add_argument("--no-continuous-batching", action="store_true",
+                   help="text generation runs batch at a time (new requests wait for the running batch to end)")
     p.add_argument("--backend", default="mlx", choices=("mlx", "torch"))
     p.add_argument("--offline", action="store_true", help="use only the Hugging Face cache")
     p.add_argument("--log-level", default="warning")
@@ -49,17 +54,43 @@ def build_parser() -> argparse.ArgumentParser:
 
 def serve(models: Sequence[str], *, host: str = "127.0.0.1", port: int = 8000, settings: ServerSettings | None = None,
           pipeline_options: dict[str, Any] | None = None, batch_timeout_ms: float = 10.0,
-          graceful_timeout: float = 30.0, log_level: str = "warning") -> None:
+          graceful_timeout: float = 30.0, log_level: str = "warning", continuous: bool = True) -> None:
     """Load ``models`` (``TASK=MODEL`` strings) and serve them until SIGTERM/SIGINT."""
     import uvicorn
 
     settings = settings or ServerSettings()
     registry = ModelRegistry.load(parse_model_specs(models), max_queue=settings.max_queue,
-                                  batch_timeout_ms=batch_timeout_ms, options=pipeline_options)
+                                  batch_timeout_ms=batch_timeout_ms, options=pipeline_options,
+                                  continuous=continuous)
     app = create_app(registry, settings)
     print(f"serving {', '.join(registry.models)} on http://{host}:{port}", file=sys.stderr, flush=True)
-    uvicorn.run(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=graceful_timeout,
-                limit_concurrency=None, backlog=4096)
+    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, backlog=4096,
+                            timeout_graceful_shutdown=graceful_timeout)
+    _graceful_server(config).run()
+
+
+def _graceful_server(config: Any) -> Any:
+    """A uvicorn server whose SIGTERM/SIGINT shutdown exits 0 (see ``GracefulServer``)."""
+    import uvicorn
+
+    class GracefulServer(uvicorn.Server):
+        """uvicorn's server, but a SIGTERM/SIGINT after its graceful shutdown ends the process with 0: uvicorn
+        raises the signal again once it is done (exit status 143), and a server that finished its requests
+        and closed its models has ended normally."""
+
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            if threading.current_thread() is not threading.main_thread():
+                yield
+                return
+            original = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
+            try:
+                yield
+            finally:
+                for sig, handler in original.items():
+                    signal.signal(sig, handler)
+
+    return GracefulServer(config)
 
 
 def main(argv: Sequence[str]) -> int:
@@ -75,7 +106,7 @@ def main(argv: Sequence[str]) -> int:
     try:
         serve(args.models, host=args.host, port=args.port, settings=settings, pipeline_options=options,
               batch_timeout_ms=args.batch_timeout_ms, graceful_timeout=args.graceful_timeout,
-              log_level=args.log_level)
+              log_level=args.log_level, continuous=not args.no_continuous_batching)
     except (ValueError, TypeError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
