@@ -226,7 +226,7 @@ class _Server:
         n = body.integer("n", 1)
         max_new = options.get("max_new_tokens")
         if max_new is None:
-            max_new = served.default_max_new_tokens()
+            max_new = await served.default_max_new_tokens()
         if body.boolean("stream", False):
             if len(prompts) != 1 or n != 1:
                 raise BadRequest("stream=true streams one answer: give one prompt and n=1", param="stream")

@@ -66,11 +66,11 @@ class ServedModel:
         """The tokens of ``texts`` (strings or pairs) as the pipeline's tokenizer counts them (0: no tokenizer)."""
         return count_tokens(self.pipe, texts)
 
-    def default_max_new_tokens(self) -> int | None:
+    async def default_max_new_tokens(self) -> int | None:
         """The new tokens a generation request gets when it does not say (generation_config.json's)."""
         return getattr(getattr(self.pipe, "generation", None), "max_new_tokens", None)
 
-    def sampling_rate(self) -> int:
+    async def sampling_rate(self) -> int:
         """The rate a speech model takes its audio at."""
         return int(self.pipe.recognizer.sampling_rate)
 

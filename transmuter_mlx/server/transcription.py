@@ -72,7 +72,7 @@ async def transcription_response(server: Any, served: Any, audio: bytes, fields:
     if kinds and response_format != "verbose_json":
         raise BadRequest("timestamp_granularities[] need response_format=verbose_json",
                          param="timestamp_granularities[]")
-    rate = served.sampling_rate()
+    rate = await served.sampling_rate()
     wave = load_audio(audio, rate, served.task, 0)  # a named error for an empty, corrupt or unknown file
     options: dict[str, Any] = {}
     if language:
