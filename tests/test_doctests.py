@@ -25,6 +25,8 @@ from huggingface_hub import constants as hf_constants
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = {"transmuter_mlx": "transmuter_mlx", "converters": "transmuter_mlx.converters",
             "zoo": "transmuter_mlx.zoo"}  # folder -> the package it is imported as
+#: modules of an optional extra (its package -> the module), skipped where the extra is not installed
+OPTIONAL = {"ray": "transmuter_mlx.server.ray_serve"}
 FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 REVISION = "d0c7e57" + "0" * 33  # the commit of every laid-out snapshot
 
@@ -130,6 +132,9 @@ def test_docstring_examples(name, file, hub_cache, tmp_path, monkeypatch):
         if re.search(rf"[\"']{re.escape(repo_id)}[\"']", source):
             _lay_out(hub_cache, repo_id)
     monkeypatch.chdir(tmp_path)  # an example that writes a file writes it here
+    for extra, package in OPTIONAL.items():
+        if name.startswith(package):
+            pytest.importorskip(extra, reason=f"{name} needs the {extra} extra")
     module = importlib.import_module(name)
     tests = [t for t in doctest.DocTestFinder().find(module, name) if t.examples]
     runner = doctest.DocTestRunner(optionflags=FLAGS)

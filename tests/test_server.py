@@ -274,3 +274,13 @@ def test_a_client_leaving_a_stream_frees_its_place(server, models):
         threading.Event().wait(0.05)
     assert served_depth == 0
     assert "transmuter_generated_tokens_total" in metrics and "transmuter_batches_total" in metrics
+
+
+def test_a_request_past_the_time_limit_gets_504():
+    release = threading.Event()
+    served = ServedModel("slow", "text-classification", tm.Serving(lambda items: (release.wait(30), items)[1]))
+    with running_server(ModelRegistry([served]), ServerSettings(request_timeout_s=0.3)) as url:
+        response = httpx.post(f"{url}/v1/pipelines/text-classification", json={"inputs": "a"}, timeout=60)
+        release.set()
+    assert response.status_code == 504
+    assert "--request-timeout" in response.json()["error"]["message"]
