@@ -167,7 +167,7 @@ class RaySampler(threading.Thread):
 
 def one_machine(models: dict[str, str], work: dict[str, Any], want: dict[str, Any], continuous: bool,
                 kinds: tuple[str, ...]) -> dict[str, Any]:
-    from tests.server_harness import free_port
+    from tests.server_harness import free_port, wait_healthy
 
     port = free_port()
     command = [sys.executable, "-m", "transmuter_mlx", "serve", f"text-embedding={models['embed']}",
@@ -178,7 +178,7 @@ def one_machine(models: dict[str, str], work: dict[str, Any], want: dict[str, An
     process = subprocess.Popen(command, env={**os.environ, "PYTHONPATH": str(ROOT)}, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     try:
-        _wait(url)
+        wait_healthy(url, process)
         out = {}
         for kind in kinds:
             result = asyncio.run(run_clients(url, kind, models, work))
@@ -222,20 +222,6 @@ def on_ray(models: dict[str, str], work: dict[str, Any], want: dict[str, Any]) -
         sampler.stop.set()
         serve.shutdown()
         ray.shutdown()
-
-
-def _wait(url: str, seconds: float = 180) -> None:
-    import httpx
-
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    raise RuntimeError(f"no server at {url}")
 
 
 def markdown(results: dict[str, Any], clients: int) -> str:

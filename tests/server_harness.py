@@ -1,14 +1,33 @@
-"""A transmuter-mlx server on a free loopback port in a background thread, for the server tests."""
+"""A transmuter-mlx server on a free loopback port in a background thread (or waited for as a process), for the
+server tests and benchmarks/serving.py."""
 
 from __future__ import annotations
 
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from transmuter_mlx.server import ModelRegistry, ServerSettings, create_app
+
+
+def wait_healthy(url: str, process: subprocess.Popen | None = None, seconds: float = 180) -> None:
+    """Until ``url``'s ``/health`` answers 200 (a RuntimeError when ``process`` exits or time runs out)."""
+    import httpx
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            raise RuntimeError(f"the server exited with {process.returncode}")
+        try:
+            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError(f"no server answered at {url}")
 
 
 def free_port() -> int:

@@ -9,34 +9,19 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import transmuter_mlx as tm
-from tests.server_harness import free_port, running_server
+from tests.server_harness import free_port, running_server, wait_healthy
 from transmuter_mlx.server import ModelRegistry
 
 httpx = pytest.importorskip("httpx")
 pytest.importorskip("uvicorn")
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _wait_healthy(url: str, process: subprocess.Popen, seconds: float = 120) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"the server exited with {process.returncode}: {process.stderr.read()}")
-        try:
-            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
-    raise RuntimeError("the server did not become healthy")
 
 
 def test_sigterm_finishes_the_requests_in_flight_then_exits_0():
@@ -49,7 +34,7 @@ def test_sigterm_finishes_the_requests_in_flight_then_exits_0():
     process = subprocess.Popen([sys.executable, "-m", "transmuter_mlx", "serve", f"text-generation={model}",
                                 "--port", str(port)], env=env, stderr=subprocess.PIPE, text=True)
     try:
-        _wait_healthy(url, process)
+        wait_healthy(url, process)
         body = {"model": model, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 200,
                 "min_tokens": None, "temperature": 0, "stream": True}
         events = []
