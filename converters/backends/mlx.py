@@ -177,6 +177,9 @@ class MlxBackend:
     def tile(self, x: mx.array, reps: Sequence[int]) -> mx.array:
         return mx.tile(x, tuple(reps))
 
+    def contiguous(self, x: mx.array) -> mx.array:
+        return mx.contiguous(x)
+
     def pad(self, x: mx.array, pads: Sequence[tuple[int, int]], value: Any) -> mx.array:
         return mx.pad(x, [tuple(p) for p in pads], constant_values=value)
 

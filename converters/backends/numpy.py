@@ -147,6 +147,9 @@ class NumpyBackend:
     def tile(self, x: np.ndarray, reps: Sequence[int]) -> np.ndarray:
         return np.tile(x, tuple(reps))
 
+    def contiguous(self, x: np.ndarray) -> np.ndarray:
+        return np.ascontiguousarray(x)
+
     def pad(self, x: np.ndarray, pads: Sequence[tuple[int, int]], value: Any) -> np.ndarray:
         return np.pad(x, [tuple(p) for p in pads], mode="constant", constant_values=value)
 

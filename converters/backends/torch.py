@@ -206,6 +206,9 @@ class TorchBackend:
     def tile(self, x: torch.Tensor, reps: Sequence[int]) -> torch.Tensor:
         return torch.tile(x, tuple(reps))
 
+    def contiguous(self, x: torch.Tensor) -> torch.Tensor:
+        return x.contiguous()
+
     def pad(self, x: torch.Tensor, pads: Sequence[tuple[int, int]], value: Any) -> torch.Tensor:
         flat = [v for p in reversed(list(pads)) for v in p]
         return torch.nn.functional.pad(x, flat, mode="constant", value=value)

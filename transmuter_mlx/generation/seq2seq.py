@@ -111,6 +111,8 @@ class EncoderDecoderSession:
             feeds["use_cache_branch"] = np.array([False])
         out = self.decoder(self._known(self.decoder, feeds))
         self.cache = self.layout.present(out, self.layout.names + self.layout.cross)
+        for name in self.layout.cross:  # read at every step: a transposed view would be copied at each read
+            self.cache[name] = self.B.contiguous(self.cache[name])
         return last_logits(self.B, out["logits"])
 
     def step(self, tokens: np.ndarray) -> Any:
