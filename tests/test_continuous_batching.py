@@ -101,3 +101,25 @@ def test_bad_requests_fail_alone(pipe):
         assert batcher.run(PROMPTS[0], max_new_tokens=2) == pipe(PROMPTS[0], max_new_tokens=2)
         beams = batcher.run(PROMPTS[0], max_new_tokens=4, num_beams=2)  # runs alone, between steps
         assert beams == pipe(PROMPTS[0], max_new_tokens=4, num_beams=2)
+
+
+@pytest.mark.parametrize(("name", "task", "backend", "extra"), [
+    ("t5", "text2text-generation", "mlx", {}),
+    ("marian", "translation", "torch", {"num_beams": 1}),
+    ("nllb", "translation", "mlx", {"num_beams": 1, "source_language_token": "eng_Latn",
+                                    "target_language_token": "fra_Latn"}),
+])
+def test_text_to_text_rows_join_a_running_batch(name, task, backend, extra):
+    """Encoder-decoder rows: each encodes its text as it joins; results (texts and token summaries) equal the
+    pipeline's on each input alone."""
+    from tests.fixtures.generation_models import build
+
+    pipe = tm.pipeline(task, str(build(name)), backend=backend, compile={"batch_size": 3})
+    calls = [{"inputs": p, "max_new_tokens": n, **extra} for p, n in zip(PROMPTS, LENGTHS)]
+    calls += [{"inputs": p, "max_new_tokens": n, "do_sample": True, "seed": i, **extra}
+              for i, (p, n) in enumerate(zip(PROMPTS, LENGTHS))]
+    want = [pipe(c["inputs"], **{k: v for k, v in c.items() if k != "inputs"}) for c in calls]
+    with ContinuousBatcher(pipe) as batcher:
+        assert _staggered(batcher, calls) == want
+        assert "".join(batcher.run(PROMPTS[2], stream=True, max_new_tokens=20, **extra)) == \
+            pipe(PROMPTS[2], max_new_tokens=20, **extra)["results"][0]["text"]

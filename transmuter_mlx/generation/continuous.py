@@ -1,4 +1,4 @@
-"""``ContinuousBatcher``: text generation where requests join a running decoding batch and leave it as they end.
+"""``ContinuousBatcher``: generation where requests join a running decoding batch and leave it as they end.
 
 >>> import transmuter_mlx as tm
 >>> from tests.fixtures.generation_models import build
@@ -15,7 +15,10 @@ and a short answer holds its row until the longest one is done. Here one worker 
 - frees the slots of rows that ended (eos, length, a stop string), whose consumer left (a stream closed,
   ``arun`` cancelled), or whose request failed.
 
-Each row keeps its own logits processors, its own random key (its ``seed``) and its own length bounds, so
+The pipeline says how its rows join (``open_slots``, ``row_input``): text generation prefills the prompt
+into a slot of the decoder's cache; text-to-text (translation, summarization) encodes the row's text and
+starts its decoder. Each row keeps its own logits processors, its own random key (its ``seed``) and its own
+length bounds, so
 its tokens are those of its sequential run: greedy rows, and sampled rows with the same seed. Requests with
 ``num_return_sequences=n`` take n slots. Beam search (whose beams reorder the cache together) runs as one
 loop of its own between two steps. The interface is that of ``tm.Serving`` (``run``, ``arun``, ``run(...,
@@ -43,7 +46,6 @@ from .config import GenerationConfig
 from .loop import _bounds, _stop
 from .processors import Rows, apply, build_processors
 from .sampling import RowKeys, host_tokens, pick
-from .slots import open_slots
 from .streaming import TextStream
 
 __all__ = ["ContinuousBatcher"]
@@ -59,6 +61,7 @@ class _Request:
     # set when admitted
     prepared: Any = None
     config: GenerationConfig | None = None
+    row_input: Any = None  # the pipeline's RowInput
     rows: list[_Row] = field(default_factory=list)
 
     def left(self) -> bool:
@@ -95,10 +98,8 @@ class ContinuousBatcher:
         self.batch_size = self.slots = int(slots or pipe.options.compile.batch_size)
         if self.slots < 1:
             raise ValueError(f"ContinuousBatcher: slots must be >= 1, got {slots}")
-        pad = pipe.generation.pad_id if pipe.generation.pad_id is not None else 0
-        self.cache = open_slots(pipe.model, pad, self.slots, heads=pipe.args.num_key_value_heads,
-                                head_dim=pipe.args.head_dim)
-        self.pad = pad
+        self.cache = pipe.open_slots(self.slots)  # the task's slot cache (generation/slots.py)
+        self.pad = pipe.generation.pad_id if pipe.generation.pad_id is not None else 0
         self.single_types = getattr(pipe, "single_types", (str, dict))
         self._queue: deque[_Request] = deque()
         self._rows: list[_Row | None] = [None] * self.slots
@@ -265,7 +266,8 @@ class ContinuousBatcher:
 
     def _join(self, request: _Request, slots: list[int]) -> None:
         pipe, config = self.pipe, request.config
-        prompt = list(request.prepared.ids)
+        request.row_input = pipe.row_input(request.prepared, config, request.options)
+        prompt = list(request.row_input.prompt)
         copies = len(slots)
         max_length, min_length = _bounds([prompt], config, pipe.max_positions, pipe.context_limit.positions)[0]
         if request.sink is not None and (prefix := pipe.text_prefix(request.prepared, request.options)):
@@ -281,7 +283,7 @@ class ContinuousBatcher:
             if len(prompt) >= max_length:
                 row.done = True
                 continue
-            logits = self.cache.join(slot, prompt)
+            logits = self.cache.join(slot, prompt, request.row_input.source)
             token = int(host_tokens(self.cache.B, self._pick(row, logits))[0])
             self._append(row, token)
         self._settle(request)
@@ -332,8 +334,8 @@ class ContinuousBatcher:
             if row.stream is not None:
                 for chunk in row.stream.end():
                     request.sink(chunk)
-        summary = {"input": len(request.rows[0].prompt), "output": sum(len(r.new) for r in request.rows),
-                   "padding": 0}
+        summary = {"input": request.row_input.input_tokens, "output": sum(len(r.new) for r in request.rows),
+                   "padding": request.row_input.padding}
         try:
             result = self.pipe.postprocess(request.prepared, ([r.new for r in request.rows], summary),
                                            request.options)

@@ -29,6 +29,7 @@ All decoder prompts have one length (the decoder start token), so the rows share
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -69,6 +70,14 @@ class EncoderDecoderSession:
         self._rows_mask: np.ndarray | None = None
         self._owner = np.zeros(0, np.int64)  # the input of each decoder row
         self.cache: dict[str, Any] = {}
+
+    def fresh(self) -> EncoderDecoderSession:
+        """A session of the same models and layout with no input (one per row of a continuous batch)."""
+        other = copy.copy(self)
+        other.hidden = other.mask = other._rows_hidden = other._rows_mask = None
+        other.input_padding, other.padding, other.cache = [], [], {}
+        other._owner = np.zeros(0, np.int64)
+        return other
 
     # ------------------------------------------------------------------ encoder
     def encode(self, feeds: Mapping[str, Any]) -> None:

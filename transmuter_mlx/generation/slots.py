@@ -19,6 +19,8 @@ are then those of its sequential run. One class per KV-cache mode (see ``session
 - ``GrowSlots`` (merged decoders without ``position_ids``, whose positions come from the cache length): each
   row keeps its own growing cache (one model call per live row and step): rows still join and leave the
   running loop at any step.
+- ``EncoderDecoderSlots`` (text-to-text): likewise a session per row, which encodes the row's input when
+  it joins (``join(slot, prompt, source)``, ``source`` the encoder's feeds).
 
 Both fixed buffers double (free positions on the left, resp. right) when a row needs more room.
 """
@@ -34,7 +36,7 @@ from .sessions_buffer import BufferSession, GQASession
 from .sessions_common import CacheLayout, capacity, last_logits, run_model, token_column
 from .sessions_grow import GrowSession
 
-__all__ = ["BufferSlots", "GQASlots", "GrowSlots", "open_slots"]
+__all__ = ["BufferSlots", "EncoderDecoderSlots", "GQASlots", "GrowSlots", "open_slots"]
 
 
 class _FixedSlots:
@@ -117,8 +119,8 @@ class BufferSlots(_FixedSlots):
     def _grew(self, extra: int) -> None:
         self.mask = np.pad(self.mask, [(0, 0), (extra, 0)])
 
-    def join(self, slot: int, prompt: Sequence[int]) -> Any:
-        """Prefill ``prompt`` into ``slot``; the (1, vocab) logits of its last token."""
+    def join(self, slot: int, prompt: Sequence[int], source: Any = None) -> Any:
+        """Prefill ``prompt`` into ``slot``; the (1, vocab) logits of its last token (``source``: unused here)."""
         logits, alone = self._prefill_alone(prompt)
         n = len(prompt)
         self._grow(n + 1)  # a step drops the oldest column: one more must be free
@@ -163,7 +165,7 @@ class GQASlots(_FixedSlots):
     def free_side(extra: int) -> tuple[int, int]:
         return (0, extra)  # each slot's tokens from row 0: free positions on the right
 
-    def join(self, slot: int, prompt: Sequence[int]) -> Any:
+    def join(self, slot: int, prompt: Sequence[int], source: Any = None) -> Any:
         logits, alone = self._prefill_alone(prompt)
         n = len(prompt)
         self._grow(n + 1)
@@ -187,22 +189,16 @@ class GQASlots(_FixedSlots):
         return last_logits(self.B, out["logits"])
 
 
-class GrowSlots:
-    """Slots of merged decoders whose positions come from the cache length: a growing cache per live row."""
+class _RowSessions:
+    """Slots that are sessions of one row each (their caches cannot share a batch): a step runs each live row."""
 
-    def __init__(self, model: Any, pad_token_id: int, layout: CacheLayout, slots: int) -> None:
-        self.model, self.B, self.pad, self.layout, self.slots = model, model.backend, int(pad_token_id), layout, slots
-        self.rows: list[GrowSession | None] = [None] * slots
+    def __init__(self, B: Any, slots: int) -> None:
+        self.B, self.slots = B, slots
+        self.rows: list[Any] = [None] * slots
 
     @property
     def live(self) -> np.ndarray:
         return np.array([r is not None for r in self.rows])
-
-    def join(self, slot: int, prompt: Sequence[int]) -> Any:
-        session = GrowSession(self.model, self.pad, self.layout)
-        logits = session.prefill([list(prompt)])
-        self.rows[slot] = session
-        return logits
 
     def step(self, tokens: np.ndarray) -> Any:
         B, out, vocab = self.B, [], None
@@ -213,12 +209,42 @@ class GrowSlots:
             else:
                 out.append(None)
         if vocab is None:
-            raise RuntimeError("GrowSlots.step with no live slot")
+            raise RuntimeError(f"{type(self).__name__}.step with no live slot")
         zero = B.zeros((1, vocab), np.float32)
         return B.concatenate([B.astype(x, np.float32) if x is not None else zero for x in out], 0)
 
     def leave(self, slot: int) -> None:
         self.rows[slot] = None
+
+
+class GrowSlots(_RowSessions):
+    """Slots of merged decoders whose positions come from the cache length: a growing cache per live row."""
+
+    def __init__(self, model: Any, pad_token_id: int, layout: CacheLayout, slots: int) -> None:
+        super().__init__(model.backend, slots)
+        self.model, self.pad, self.layout = model, int(pad_token_id), layout
+
+    def join(self, slot: int, prompt: Sequence[int], source: Any = None) -> Any:
+        session = GrowSession(self.model, self.pad, self.layout)
+        logits = session.prefill([list(prompt)])
+        self.rows[slot] = session
+        return logits
+
+
+class EncoderDecoderSlots(_RowSessions):
+    """Slots of an encoder-decoder (``EncoderDecoderSession``): a row encodes its ``source`` (the encoder's
+    feeds) and grows its own decoder cache."""
+
+    def __init__(self, session: Any, slots: int) -> None:
+        super().__init__(session.B, slots)
+        self.session = session
+
+    def join(self, slot: int, prompt: Sequence[int], source: Any = None) -> Any:
+        row = self.session.fresh()
+        row.encode(source)
+        logits = row.prefill([list(prompt)])
+        self.rows[slot] = row
+        return logits
 
 
 SLOTS = {"buffer": BufferSlots, "gqa": GQASlots, "grow": GrowSlots}

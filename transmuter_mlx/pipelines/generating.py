@@ -32,6 +32,7 @@ from __future__ import annotations
 import threading
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
@@ -44,12 +45,22 @@ from ..generation.streaming import TextStream
 from .base import Pipeline
 from .batching import chunks, fill
 
-__all__ = ["GENERATION_OPTIONS", "STREAM_OPTIONS", "GeneratingPipeline", "Sink"]
+__all__ = ["GENERATION_OPTIONS", "STREAM_OPTIONS", "GeneratingPipeline", "RowInput", "Sink"]
 
 GENERATION_OPTIONS = GenerationConfig.fields()
 STREAM_OPTIONS = MappingProxyType({"stream": False, "stream_done": False})
 
 Sink = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class RowInput:
+    """A request's row as it joins a continuous batch (``GeneratingPipeline.row_input``)."""
+
+    prompt: list[int]  # the decoder's prompt
+    source: Any = None  # the encoder's feeds (text-to-text), or None
+    input_tokens: int = 0  # the token summary's "input"
+    padding: int = 0  # ... and "padding"
 Output = tuple[list[list[int]], dict[str, int]]  # an input's returned sequences and its token summary
 
 
@@ -103,6 +114,16 @@ class GeneratingPipeline(Pipeline):
     def text_prefix(self, prepared: Any, options: Mapping[str, Any]) -> str:
         """Text put in front of each generated text of an input (default: none)."""
         return ""
+
+    # continuous batching (generation/continuous.py): how a task's rows join a running batch
+    def open_slots(self, slots: int) -> Any:
+        """The slot cache of a running batch of ``slots`` rows (``generation/slots.py``)."""
+        raise NotImplementedError(f"{self.task} has no continuous batching")
+
+    def row_input(self, prepared: Any, config: GenerationConfig, options: Mapping[str, Any]) -> RowInput:
+        """What a prepared input brings to its slot: the decoder prompt, the encoder's feeds (a seq2seq task)
+        and its token summary's ``input`` and ``padding``."""
+        raise NotImplementedError(f"{self.task} has no continuous batching")
 
     # ------------------------------------------------------------------ options
     def generation_for(self, options: Mapping[str, Any]) -> GenerationConfig:

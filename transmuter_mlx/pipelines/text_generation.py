@@ -22,8 +22,9 @@ from ..generation.config import GenerationConfig
 from ..generation.context import ContextLimit
 from ..generation.loop import Generated, generate
 from ..generation.sessions import open_session
+from ..generation.slots import open_slots
 from ..tokenizer import Tokenizer
-from .generating import GENERATION_OPTIONS, STREAM_OPTIONS, GeneratingPipeline
+from .generating import GENERATION_OPTIONS, STREAM_OPTIONS, GeneratingPipeline, RowInput
 
 __all__ = ["TextGeneration"]
 
@@ -140,6 +141,14 @@ class TextGeneration(GeneratingPipeline):
                        max_length_cap=self.context_limit.positions)
         self.warn_context_end(out, [len(p.ids) for p in batch], config)
         return out
+
+    def open_slots(self, slots: int) -> Any:
+        """The decoder's slot cache, in the KV-cache mode of its graph."""
+        pad = self.generation.pad_id if self.generation.pad_id is not None else 0
+        return open_slots(self.model, pad, slots, heads=self.args.num_key_value_heads, head_dim=self.args.head_dim)
+
+    def row_input(self, prepared: Prompt, config: GenerationConfig, options: Mapping[str, Any]) -> RowInput:
+        return RowInput(list(prepared.ids), input_tokens=len(prepared.ids))
 
     def text_prefix(self, prepared: Prompt, options: Mapping[str, Any]) -> str:
         """The prompt text under ``return_full_text=True``."""

@@ -20,9 +20,10 @@ from ..generation.config import GenerationConfig
 from ..generation.context import ContextLimit
 from ..generation.loop import Generated, generate
 from ..generation.seq2seq import EncoderDecoderSession
+from ..generation.slots import EncoderDecoderSlots
 from ..processors.text import text_input
 from ..tokenizer import SPECIAL_TOKENS, Tokenizer
-from .generating import GENERATION_OPTIONS, STREAM_OPTIONS, GeneratingPipeline
+from .generating import GENERATION_OPTIONS, STREAM_OPTIONS, GeneratingPipeline, RowInput
 
 __all__ = ["Summarization", "TextToText", "Translation"]
 
@@ -127,6 +128,15 @@ class TextToText(GeneratingPipeline):
         out.token_summaries = [{"input": n, "output": s["output"], "padding": int(ids.shape[1] - n)}
                                for n, s in zip(lengths, out.token_summaries)]
         return out
+
+    def open_slots(self, slots: int) -> Any:
+        """A session per row (each encodes its own text when it joins)."""
+        return EncoderDecoderSlots(self.session, slots)
+
+    def row_input(self, prepared: str, config: GenerationConfig, options: Mapping[str, Any]) -> RowInput:
+        ids, mask, lengths = self.encode([prepared], options.get("source_language_token"))
+        return RowInput([config.start_id], {"input_ids": ids, "attention_mask": mask}, lengths[0],
+                        int(ids.shape[1] - lengths[0]))
 
     def decode(self, ids: Sequence[int]) -> str:
         """New tokens to text, as ``Text2TextGenerationPipeline`` (special tokens skipped, no clean-up)."""

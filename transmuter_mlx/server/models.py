@@ -80,10 +80,10 @@ class ServedModel:
 
 
 def batcher_for(pipe: Any, batch_timeout_ms: float = 10, continuous: bool = True) -> Serving | ContinuousBatcher:
-    """Text generation: a :class:`ContinuousBatcher` (requests join the running batch; ``continuous=False``:
-    batch at a time); any other task: a ``tm.Serving`` that gathers concurrent calls for up to
+    """Text generation and text-to-text: a :class:`ContinuousBatcher` (requests join the running batch;
+    ``continuous=False``: batch at a time); any other task: a ``tm.Serving`` that gathers concurrent calls for up to
     ``batch_timeout_ms``."""
-    if continuous and getattr(pipe, "task", None) == "text-generation":
+    if continuous and callable(getattr(pipe, "row_input", None)):  # the generation tasks
         return ContinuousBatcher(pipe)
     return Serving(pipe, batch_timeout_ms=batch_timeout_ms)
 
