@@ -105,3 +105,12 @@ def test_200_concurrent_clients_all_answered_as_sequential():
     assert got_chat == want_chat
     for got, want in zip(got_embed, want_embed):
         np.testing.assert_allclose(got, want, rtol=0, atol=1e-5)
+
+
+def test_serve_command_line_errors(capsys):
+    from transmuter_mlx.__main__ import main
+
+    assert main(["serve", "text-embedding"]) == 2
+    assert "expected TASK=MODEL" in capsys.readouterr().err
+    assert main(["serve", "juggling=some/model"]) == 2
+    assert "juggling" in capsys.readouterr().err
