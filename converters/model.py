@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import heapq
 import os
 import threading
 from collections import OrderedDict
@@ -266,14 +267,72 @@ def read_model(source: Source) -> tuple[onnx.ModelProto, str]:
         raise ModelLoadError(f"{path}: its external data could not be read ({e})") from e
     if not proto.graph.node and not proto.graph.output:
         raise ModelLoadError(f"{path}: not a valid ONNX model, it has no graph (corrupt or truncated file?)")
+    return _checked(proto, path)
+
+
+def _checked(proto: onnx.ModelProto, path: Path, sorted_nodes: bool = False) -> tuple[onnx.ModelProto, str]:
     try:
         onnx.checker.check_model(proto)
     except onnx.checker.ValidationError as e:
+        if "topologically sorted" in str(e) and not sorted_nodes:  # onnxruntime sorts such graphs itself (the
+            sort_nodes(proto.graph)                                 # gliner package's q8 export has one)
+            return _checked(proto, path, sorted_nodes=True)
         # ops outside onnx's schemas (onnxruntime's SimplifiedLayerNormalization in the default
         # domain, as model-builder exports have it) are ours to resolve: the registry reports them
         if not any(m in str(e) for m in _CHECKER_NOT_OURS):
             raise ModelLoadError(f"{path}: the ONNX checker rejects the model: {e}") from e
     return proto, str(path)
+
+
+def sort_nodes(graph: onnx.GraphProto) -> None:
+    """Puts the nodes of ``graph`` (and of its subgraphs) in an order where each runs after the nodes whose outputs
+    it reads, keeping the file's order among nodes that are ready together. A node whose inputs no node makes
+    stays where it is: the checker names it afterwards.
+
+    >>> from onnx import helper
+    >>> g = helper.make_graph([helper.make_node("Neg", ["a"], ["b"]), helper.make_node("Neg", ["x"], ["a"])], "g",
+    ...                       [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1])],
+    ...                       [helper.make_tensor_value_info("b", onnx.TensorProto.FLOAT, [1])])
+    >>> sort_nodes(g); [n.output[0] for n in g.node]
+    ['a', 'b']
+    """
+    for node in graph.node:
+        for attribute in node.attribute:
+            for sub in [attribute.g, *attribute.graphs] if attribute.type in (5, 10) else []:
+                sort_nodes(sub)
+    maker = {out: i for i, node in enumerate(graph.node) for out in node.output if out}
+    waits_on = [{maker[name] for name in _reads(node) if name in maker and maker[name] != i}
+                for i, node in enumerate(graph.node)]
+    readers: dict[int, list[int]] = {}
+    for i, deps in enumerate(waits_on):
+        for d in deps:
+            readers.setdefault(d, []).append(i)
+    left = [len(deps) for deps in waits_on]
+    ready = [i for i, n in enumerate(left) if n == 0]
+    heapq.heapify(ready)
+    order: list[int] = []
+    while ready:
+        i = heapq.heappop(ready)
+        order.append(i)
+        for r in readers.get(i, ()):
+            left[r] -= 1
+            if left[r] == 0:
+                heapq.heappush(ready, r)
+    order += [i for i in range(len(graph.node)) if left[i] > 0]  # a cycle: left for the checker to name
+    nodes = [graph.node[i] for i in order]
+    graph.ClearField("node")
+    graph.node.extend(nodes)
+
+
+def _reads(node: onnx.NodeProto) -> set[str]:
+    """The names a node reads: its inputs and what its subgraphs take from the enclosing scope."""
+    names = {name for name in node.input if name}
+    for attribute in node.attribute:
+        for sub in [attribute.g, *attribute.graphs] if attribute.type in (5, 10) else []:
+            inner = {t.name for t in sub.initializer} | {v.name for v in sub.input}
+            inner |= {out for n in sub.node for out in n.output}
+            names |= {name for n in sub.node for name in _reads(n)} - inner
+    return names
 
 
 def _load_external_data(proto: onnx.ModelProto, path: Path) -> None:

@@ -27,8 +27,10 @@ class OrtModel:
 
         options = ort.SessionOptions()
         options.log_severity_level = 3
+        options.intra_op_num_threads = 1  # a q8 LSTM's result depends on onnxruntime's threads (docs/text.md)
         self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-        dtypes = {"tensor(int64)": np.int64, "tensor(int32)": np.int32, "tensor(float)": np.float32}
+        dtypes = {"tensor(int64)": np.int64, "tensor(int32)": np.int32, "tensor(float)": np.float32,
+                  "tensor(bool)": np.bool_}
         self.inputs = [
             TensorInfo(i.name, np.dtype(dtypes.get(i.type, np.int64)), tuple(i.shape))
             for i in self.session.get_inputs()

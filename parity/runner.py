@@ -44,6 +44,7 @@ class Case:
     inputs: tuple
     options: dict = field(default_factory=dict)
     name: str = ""
+    variants: tuple[str, ...] | None = None  # those its fixture has, when not every one of FILES
 
     @property
     def id(self) -> str:
@@ -173,7 +174,7 @@ def run(
     """Every case on every variant and backend; a crash is a failed case, reported with its cause."""
     outcomes = []
     for case in cases:
-        for variant in variants:
+        for variant in (v for v in variants if case.variants is None or v in case.variants):
             for backend in backends:
                 try:
                     o = run_case(case, backend, variant)

@@ -80,6 +80,9 @@ PARITY: MappingProxyType[str, TaskParity] = MappingProxyType(
         "token-classification": TaskParity(
             "text", "transformers", _transformers(text.entities), text.entity_items
         ),
+        "zero-shot-entity-recognition": TaskParity(
+            "text", "gliner", text.gliner_entities, text.entity_items
+        ),
         "fill-mask": TaskParity("text", "transformers", _transformers(text.masked_tokens), text.fill_mask_items),
         "question-answering": TaskParity("text", "transformers", _transformers(text.answers), text.answer_items),
         "image-classification": TaskParity(

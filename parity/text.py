@@ -21,11 +21,12 @@ __all__ = ["BACKENDS", "CASES", "FILES", "QA", "TEXTS", "TOLERANCE", "Case", "Ou
 TITLE = "Text pipelines: parity"
 INTRO = (
     "fp32 is compared with transformers 4.57.6 pipelines "
-    "(sentence-transformers `encode` / `CrossEncoder.rank` for embeddings and ranking) on the fixture's "
+    "(sentence-transformers `encode` / `CrossEncoder.rank` for embeddings and ranking, the gliner package's "
+    "`predict_entities` for zero-shot entities) on the fixture's "
     "PyTorch weights, within 1e-4 on every score (embeddings: every element) and identical labels, "
     "tokens and spans (byte offsets). q8 and q4 are compared with the same pipeline logic on "
-    "onnxruntime's outputs of the same ONNX file, within 1e-3. A swap of two items whose reference scores are within "
-    "the tolerance counts as agreement."
+    "onnxruntime's outputs of the same ONNX file (on one thread), within 1e-3. A swap of two items whose reference "
+    "scores are within the tolerance counts as agreement."
 )
 
 TEXTS = [
@@ -39,6 +40,13 @@ QA = [
     {"question": "Where is the tower?", "context": "The Eiffel Tower is in Paris, the capital of France."},
     {"question": "What is in Zürich?", "context": "Café au lait in Zürich, and 東京 has sushi."},
     {"question": "What is the capital?", "context": LONG},  # windows of 128 tokens, stride 64
+]
+
+GLINER_LABELS = ("city", "person", "organization")
+GLINER_TEXTS = [
+    "Paris is the capital of France and Alice works at Google in London.",
+    "Zoë flew from Zürich to São Paulo with Ørsted's CEO.",
+    {"text": "Alice met Bob in Paris; they work for Google.", "labels": ["person", "company"]},
 ]
 
 CASES: list[Case] = [
@@ -80,6 +88,13 @@ CASES: list[Case] = [
         Case("token-classification", "bert-ner", tuple(TEXTS[:3]), {"aggregation_strategy": s}, s)
         for s in ("none", "simple", "first", "average", "max")
     ),
+    *(
+        Case("zero-shot-entity-recognition", f, tuple(GLINER_TEXTS), {"labels": list(GLINER_LABELS), **o}, name,
+             ("fp32", "q8"))
+        for f in ("gliner-span", "gliner-token")
+        for name, o in (("default", {}), ("nested", {"threshold": 0.3, "flat_ner": False}),
+                        ("multi_label", {"threshold": 0.3, "multi_label": True}))
+    ),
     Case("fill-mask", "bert-mlm", ("Paris is the [MASK] of France.", "Café [MASK] lait in Zürich.")),
     Case("question-answering", "bert-qa", tuple(QA), {"top_k": 3}),
 ]
@@ -87,7 +102,10 @@ CASES: list[Case] = [
 
 def run_case(case: Case, backend: str, variant: str) -> Outcome:
     """One case on one backend and variant, on its text fixture (built offline when not cached)."""
-    from tests.fixtures.text_models import build
+    if case.fixture.startswith("gliner"):
+        from tests.fixtures.gliner_models import build
+    else:
+        from tests.fixtures.text_models import build
 
     return runner.check(case, build(case.fixture), backend, variant)
 

@@ -161,3 +161,18 @@ def answers(pipe: Any, x: Any, options: dict) -> dict:
 
 def _only(options: dict, *names: str) -> dict:
     return {k: options[k] for k in names if k in options}
+
+
+def gliner_entities(task: str, folder: Path, inputs: list, options: dict) -> list[dict]:
+    """The ``gliner`` package's ``predict_entities`` on the fixture's PyTorch model, offsets as UTF-8 bytes."""
+    from tests.fixtures.gliner_models import reference
+
+    model = reference(folder)
+    kept = {k: options[k] for k in ("threshold", "flat_ner", "multi_label") if k in options}
+    out = []
+    for x in inputs:
+        text, labels = (x["text"], x.get("labels", options.get("labels"))) if isinstance(x, dict) else (x, options["labels"])
+        found = model.predict_entities(text, list(labels), **kept)
+        out.append({"entities": [{"label": e["label"], "score": float(e["score"]), "start": byte_offset(text, e["start"]),
+                                  "end": byte_offset(text, e["end"]), "phrase": e["text"]} for e in found]})
+    return out

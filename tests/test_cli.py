@@ -26,6 +26,7 @@ CLI_CASES: dict[str, tuple[list[str], list[Any], dict[str, Any]]] = {
     "text-ranking": (["d0", "d1", "--query", "q"], [{"query": "q", "documents": ["d0", "d1"]}], {}),
     "zero-shot-classification": (["a", "--labels", "x, y,"], ["a"], {"labels": ["x", "y"]}),
     "token-classification": (["a"], ["a"], {}),
+    "zero-shot-entity-recognition": (["a", "--labels", "person, city"], ["a"], {"labels": ["person", "city"]}),
     "fill-mask": (["a [MASK]"], ["a [MASK]"], {}),
     "question-answering": (
         ["c0", "c1", "--question", "q"],

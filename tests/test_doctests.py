@@ -57,6 +57,7 @@ REPOS: dict[str, tuple[str, str]] = {
     "Xenova/swin2SR-classical-sr-x2-64": ("vision", "swin2sr"),
     "Xenova/detr-resnet-50": ("vision", "detr"),
     "Xenova/owlvit-base-patch32": ("vision", "owlvit"),
+    "onnx-community/gliner_small-v2.1": ("gliner", "gliner-span"),
 }
 
 
@@ -80,6 +81,8 @@ def _fixture(kind: str, name: str) -> Path:
         from tests.fixtures.text_models import build
     elif kind == "vision":
         from tests.fixtures.vision_models import build
+    elif kind == "gliner":
+        from tests.fixtures.gliner_models import build
     else:
         from tests.fixtures.generation_models import build
     return build(name)

@@ -239,6 +239,8 @@ class Repo:
         """
         if self._config is None:
             config = self.read_json("config.json")
+            if config is None and self.exists("gliner_config.json"):  # as the gliner package saves a model
+                config = {"model_type": "gliner"}
             if config is None:
                 raise self._missing("config.json", ": a model repository needs its config.json")
             self._config = config

@@ -8,8 +8,7 @@
 Each function takes the repository (a Hub repo id or a local folder; the task's default model
 when None) and the options of ``tm.pipeline``; see docs/text.md for each task's options and results.
 There is one function per text row of the task table (``transmuter_mlx.pipelines.tasks.TASKS``,
-whose ``function`` names it; tests/test_task_table.py checks that they agree). The spec's
-``zero_shot_entity_recognition`` (GLiNER) is not implemented yet.
+whose ``function`` names it; tests/test_task_table.py checks that they agree).
 """
 
 from __future__ import annotations
@@ -25,6 +24,7 @@ from .pipelines.text import (
     TextRanking,
     TokenClassification,
     ZeroShotClassification,
+    ZeroShotEntityRecognition,
 )
 from .pipelines.text_generation import TextGeneration
 from .pipelines.text_to_text import Summarization, TextToText, Translation
@@ -41,6 +41,7 @@ __all__ = [
     "token_classification",
     "translation",
     "zero_shot_classification",
+    "zero_shot_entity_recognition",
 ]
 
 
@@ -88,6 +89,21 @@ def zero_shot_classification(
     if labels is not None:
         options["labels"] = labels
     return pipeline("zero-shot-classification", model, **options)
+
+
+def zero_shot_entity_recognition(
+    model: Any = None, labels: Any = None, /, **options: Any
+) -> ZeroShotEntityRecognition:
+    """Entities of the labels you give, from a GLiNER model (span or token level).
+
+    >>> find = zero_shot_entity_recognition("onnx-community/gliner_small-v2.1", ["person", "organization"])
+    >>> entities = find("Cristiano Ronaldo plays for Al Nassr.")["entities"]
+    >>> all(set(e) == {"start", "end", "label", "score", "phrase"} for e in entities)
+    True
+    """
+    if labels is not None:
+        options["labels"] = labels
+    return pipeline("zero-shot-entity-recognition", model, **options)
 
 
 def token_classification(model: Any = None, /, **options: Any) -> TokenClassification:

@@ -339,6 +339,23 @@ class Tokenizer:
         char_to_byte_offsets(rows, items)
         return rows
 
+    def encode_words(self, words: Sequence[str], *, max_length: int | None = None) -> tokenizers.Encoding:
+        """One text given as its words (transformers' ``is_split_into_words=True``), with special tokens and cut
+        to ``max_length`` tokens when given; ``.ids`` and ``.word_ids`` (each token's word, None for specials).
+
+        >>> tok = Tokenizer.from_repo("Xenova/all-MiniLM-L6-v2")
+        >>> tok.encode_words(["Hello", "there"]).word_ids
+        [None, 0, 1, None]
+        """
+        backend = self._backend_for("longest_first" if max_length else None, max_length, 0)
+        try:
+            return backend.encode(list(words), is_pretokenized=True)
+        except STOPPING:
+            raise
+        except BaseException as error:
+            raise ValueError(f"the tokenizer failed on {len(words)} words ({type(error).__name__}: "
+                             f"{native_message(error)})") from error
+
     def _encode_native(self, backend: tokenizers.Tokenizer, items: list[TextInput], add_special_tokens: bool,
                        cut: tuple[str, int, int] | None) -> list[tokenizers.Encoding]:
         """``backend.encode_batch``, whose errors and panics become a ValueError naming the input.

@@ -8,11 +8,14 @@ after its length and zeroes its outputs there; a reverse pass reverses each entr
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import numpy as np
 
-from .registry import register
+from .quantized import dynamic_quantize_linear_11
+from .quantized_matmul import _centered, int_matmul
+from .registry import MS_DOMAIN, register
 
 _ALPHA_BETA = {  # activation -> default (alpha, beta); None where the function takes none
     "relu": None, "tanh": None, "sigmoid": None, "softsign": None, "softplus": None,
@@ -80,36 +83,41 @@ def _reverse(B: Any, x: Any, lens: Any) -> Any:
 
 
 def _recurrent(B: Any, cell: Callable, X: Any, W: Any, R: Any, bias: Any, sequence_lens: Any,
-               states: list[Any], *, direction: str, layout: int, gates: int) -> tuple:  # fmt: skip
-    """Runs ``cell(xw_t, states, d) -> (h, states)`` over time for each direction.
+               states: list[Any], *, direction: str, layout: int, gates: int,
+               matmul: Callable[[Any, Any, int], Any] | None = None) -> tuple:  # fmt: skip
+    """Runs ``cell(xw_t, states, R[d], d) -> (h, states)`` over time for each direction; ``matmul(a, W, d)``
+    (default ``a @ W[d]^T``) computes the input projection ``xw``.
 
     X (seq, batch, in) after layout; W (dirs, gates*H, in); states: per-state (dirs, batch, H).
-    Returns Y (seq, dirs, batch, H) and each final state (dirs, batch, H), before layout.
+    Returns Y (seq, dirs, batch, H) and each final state (dirs, batch, H), before layout. The hidden state that
+    enters a step is the previous step's output (zero for an entry past its length, as onnxruntime has it; only
+    that entry's discarded values see it).
     """
+    matmul = matmul or partial(_times_transposed, B)
     if layout:
         X = B.transpose(X, (1, 0, 2))
         states = [None if s is None else B.transpose(s, (1, 0, 2)) for s in states]
     seq, batch, _ = B.shape(X)
     dirs = B.shape(W)[0]
-    hidden = B.shape(R)[2]
     dtype = B.dtype(X)
     ys, finals = [], [[] for _ in states]
     for d in range(dirs):
         reverse = direction == "reverse" or (direction == "bidirectional" and d == 1)
         x = _reverse(B, X, sequence_lens) if reverse else X
-        xw = B.matmul(x, B.transpose(_pick(B, W, d), (1, 0)))
+        xw = matmul(x, W, d)
+        hidden = B.shape(xw)[-1] // gates
         if bias is not None:
             xw = B.add(xw, _pick(B, bias, d, gates * hidden))
         st = [B.zeros((batch, hidden), dtype) if s is None else _pick(B, s, d) for s in states]
         lens = None if sequence_lens is None else B.reshape(B.astype(sequence_lens, np.int64), (batch, 1))
-        out = []
+        out, seen = [], st[0]
         for t in range(seq):
-            h, new = cell(_step(B, xw, t), st, _pick(B, R, d), d)
+            h, new = cell(_step(B, xw, t), [seen, *st[1:]], _pick(B, R, d), d)
             if lens is not None:
                 valid = B.greater(lens, B.full((), t, np.int64))
                 new = [B.where(valid, n, o) for n, o in zip(new, st)]
                 h = B.where(valid, h, B.zeros((), dtype))
-            st = new
+            st, seen = new, h
             out.append(h)
         y = B.stack(out, 0)
         ys.append(_reverse(B, y, sequence_lens) if reverse else y)
@@ -120,6 +128,11 @@ def _recurrent(B: Any, cell: Callable, X: Any, W: Any, R: Any, bias: Any, sequen
     if layout:
         return B.transpose(Y, (2, 0, 1, 3)), *[B.transpose(f, (1, 0, 2)) for f in finals]
     return Y, *finals
+
+
+def _times_transposed(B: Any, a: Any, w: Any, d: int) -> Any:
+    """``a @ w[d]^T``: a projection of the float recurrent layers."""
+    return B.matmul(a, B.transpose(_pick(B, w, d), (1, 0)))
 
 
 def _pick(B: Any, x: Any, d: int, split: int | None = None) -> Any:
@@ -205,17 +218,20 @@ def gru_7(B: Any, X: Any, W: Any, R: Any, Bias: Any = None, sequence_lens: Any =
 def lstm_7(B: Any, X: Any, W: Any, R: Any, Bias: Any = None, sequence_lens: Any = None, initial_h: Any = None,
            initial_c: Any = None, P: Any = None, *, activation_alpha: list | None = None,
            activation_beta: list | None = None, activations: list | None = None, clip: float | None = None,
-           direction: str = "forward", hidden_size: int | None = None, input_forget: int = 0, layout: int = 0) -> tuple:  # fmt: skip
-    """Gates i, o, f, c with optional peepholes P = [Pi, Po, Pf]; returns Y, Y_h, Y_c."""
+           direction: str = "forward", hidden_size: int | None = None, input_forget: int = 0, layout: int = 0,
+           matmul: Callable[[Any, Any, int], Any] | None = None) -> tuple:  # fmt: skip
+    """Gates i, o, f, c with optional peepholes P = [Pi, Po, Pf]; returns Y, Y_h, Y_c. ``matmul(a, W, d)`` (not an
+    ONNX attribute: DynamicQuantizeLSTM's quantized products) computes ``a @ W[d]^T`` for both projections."""
+    matmul = matmul or partial(_times_transposed, B)
     fs = [_activations(B, a, activation_alpha, activation_beta) for a in _per_direction(activations, ["Sigmoid", "Tanh", "Tanh"], direction)]  # fmt: skip
     cl = _clipped(B, clip)
-    H = B.shape(R)[2]
+    H = int(hidden_size) if hidden_size else B.shape(R)[2]
     peep = None if P is None else [B.split(_pick(B, P, d), [H, H, H], 0) for d in range(B.shape(W)[0])]
 
     def cell(xw: Any, st: list, r: Any, d: int) -> tuple:
         f, g, h_act = fs[d]
         h_prev, c_prev = st
-        gates = B.add(xw, B.matmul(h_prev, B.transpose(r, (1, 0))))
+        gates = B.add(xw, matmul(h_prev, R, d))
         i, o, fg, c = (_gate(B, gates, k, H) for k in range(4))
         if peep is not None:
             pi, po, pf = peep[d]
@@ -229,7 +245,7 @@ def lstm_7(B: Any, X: Any, W: Any, R: Any, Bias: Any = None, sequence_lens: Any 
         return h, [h, c]
 
     return _recurrent(B, cell, X, W, R, Bias, sequence_lens, [initial_h, initial_c], direction=direction,
-                      layout=layout, gates=4)  # fmt: skip
+                      layout=layout, gates=4, matmul=matmul)  # fmt: skip
 
 
 @register("RNN", 14)
@@ -248,3 +264,30 @@ def gru_14(B: Any, *inputs: Any, **attrs: Any) -> tuple:
 def lstm_14(B: Any, *inputs: Any, **attrs: Any) -> tuple:
     """Adds ``layout`` (1: batch-major X, Y and states)."""
     return lstm_7(B, *inputs, **attrs)
+
+
+@register("DynamicQuantizeLSTM", 1, domain=MS_DOMAIN)
+def dynamic_quantize_lstm_1(B: Any, X: Any, W: Any, R: Any, Bias: Any = None, sequence_lens: Any = None,
+                            initial_h: Any = None, initial_c: Any = None, P: Any = None, W_scale: Any = None,
+                            W_zero_point: Any = None, R_scale: Any = None, R_zero_point: Any = None,
+                            **attrs: Any) -> tuple:  # fmt: skip
+    """onnxruntime's LSTM on 8-bit weights: W (dirs, in, 4H) and R (dirs, H, 4H), int8 or uint8, with scales and
+    zero points per direction (dirs,) or per column (dirs, 4H). As onnxruntime, each product quantizes its
+    activation to uint8 on the fly (the range of all of it, as DynamicQuantizeLinear: all steps of X at once,
+    the batch's hidden state at each step) and scales the exact integer product by both scales. (onnxruntime
+    splits the batch over its threads, each with its own range: its result is this one on one thread.)"""
+
+    def matmul(a: Any, weights: Any, d: int) -> Any:
+        scale, zero_point = (W_scale, W_zero_point) if weights is W else (R_scale, R_zero_point)
+        dirs, columns = B.shape(weights)[0], B.shape(weights)[2]
+        zero_d = None if zero_point is None else _pick(B, B.reshape(zero_point, (dirs, -1)), d)
+        w_d = _centered(B, _pick(B, weights, d), zero_d)
+        w_scale = _pick(B, B.reshape(B.astype(scale, np.float32), (dirs, -1)), d)
+        qa, a_scale, a_zero = dynamic_quantize_linear_11(B, a)
+        shape = B.shape(a)
+        flat = B.reshape(_centered(B, qa, a_zero), (-1, shape[-1]))
+        out = B.astype(int_matmul(B, flat, w_d), np.float32)
+        out = B.multiply(out, B.multiply(B.reshape(a_scale, ()), w_scale))
+        return B.reshape(out, (*shape[:-1], columns))
+
+    return lstm_7(B, X, W, R, Bias, sequence_lens, initial_h, initial_c, P, matmul=matmul, **attrs)

@@ -45,6 +45,7 @@ from .text import (
     TextRanking,
     TokenClassification,
     ZeroShotClassification,
+    ZeroShotEntityRecognition,
 )
 from .text_generation import TextGeneration
 from .text_to_text import Summarization, TextToText, Translation
@@ -110,6 +111,13 @@ TASKS: MappingProxyType[str, Task] = MappingProxyType(
             "text",
             "Xenova/distilbert-base-uncased-mnli",
             function="text.zero_shot_classification",
+            command_line=LABELLED_TEXTS,
+        ),
+        "zero-shot-entity-recognition": Task(
+            ZeroShotEntityRecognition,
+            "text",
+            "onnx-community/gliner_small-v2.1",
+            function="text.zero_shot_entity_recognition",
             command_line=LABELLED_TEXTS,
         ),
         "token-classification": Task(
@@ -258,6 +266,7 @@ ALIASES: MappingProxyType[str, str] = MappingProxyType(
         "sentiment-analysis": "text-classification",
         "reranking": "text-ranking",
         "ner": "token-classification",
+        "gliner": "zero-shot-entity-recognition",
         "image-feature-extraction": "image-embedding",
         "text-to-audio": "text-to-speech",
         **{row.function_name: name for name, row in TASKS.items() if row.function_name not in (name, "")},

@@ -13,6 +13,7 @@ from .text_fill_mask import FillMask
 from .text_qa import QuestionAnswering
 from .text_tokens import TokenClassification
 from .text_zero_shot import ZeroShotClassification
+from .text_zero_shot_entities import ZeroShotEntityRecognition
 
 __all__ = [
     "FillMask",
@@ -22,4 +23,5 @@ __all__ = [
     "TextRanking",
     "TokenClassification",
     "ZeroShotClassification",
+    "ZeroShotEntityRecognition",
 ]
