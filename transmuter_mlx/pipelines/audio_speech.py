@@ -19,6 +19,8 @@ default) is a ``ValueError`` naming the option and the model.
 from __future__ import annotations
 
 import importlib
+import itertools
+import os
 from collections.abc import Iterable, Iterator, Mapping
 from types import MappingProxyType
 from typing import Any, Protocol, runtime_checkable
@@ -28,6 +30,7 @@ import numpy as np
 from ..audio_input import AUDIO_TYPES, iter_audio_blocks, load_audio
 from ..generation.config import GenerationConfig
 from .base import Pipeline
+from .iterables import is_iterable_input
 
 __all__ = ["RECOGNIZERS", "SPEECH_OPTIONS", "Recognizer", "SpeechToText"]
 
@@ -123,6 +126,19 @@ class SpeechToText(Pipeline):
                 raise ValueError(f"{self.task}: stream=True takes one input, not a list")
             return self.stream(inputs, opts)
         return super().__call__(inputs, **options)
+
+    def iterable_inputs(self, inputs: Any) -> tuple[Iterable[Any] | None, Any]:
+        """An iterable of clips (paths, bytes, ``{"raw", "sampling_rate"}`` dicts) is inputs, run lazily; an
+        iterable of sample blocks (arrays, lists of numbers) is one input, a stream (as before)."""
+        if not is_iterable_input(inputs):
+            return None, inputs
+        items = iter(inputs)
+        first = next(items, None)
+        if first is None:
+            return iter(()), inputs
+        items = itertools.chain([first], items)
+        is_clip = isinstance(first, str | bytes | bytearray | os.PathLike | Mapping)
+        return (items if is_clip else None), items
 
     def load(self, index: int, item: Any) -> np.ndarray | Iterator[np.ndarray]:
         """Input ``index`` as a float32 mono waveform at the recognizer's rate, or, for a stream (an iterator of

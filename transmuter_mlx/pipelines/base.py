@@ -18,8 +18,10 @@ given when the pipeline is built or, to override them, at each call.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from types import MappingProxyType, ModuleType
 from typing import Any, ClassVar
 
@@ -32,7 +34,8 @@ from ..processors import Processor
 from ..processors.text import TextProcessor
 from ..tokenizer import Tokenizer
 from .batching import run_batched
-from .options import Options, as_list, check_counts
+from .iterables import RUN_OPTIONS, is_iterable_input, iterate
+from .options import Options, as_list, check_counts, positive_int
 
 __all__ = ["EncoderPipeline", "Pipeline"]
 
@@ -90,18 +93,44 @@ class Pipeline:
 
     # ------------------------------------------------------------------ calls
     def __call__(self, inputs: Any, **options: Any) -> Any:
-        opts = self.call_options(options)
+        batch_size, progress = options.pop("batch_size", None), options.pop("progress", False)
+        opts = self.call_options(options)  # bad options raise here, also for an iterable's lazy results
+        runner = self if batch_size is None else self.with_batch_size(batch_size)
+        dataset, inputs = self.iterable_inputs(inputs)
+        if dataset is not None:
+            return iterate(runner, dataset, runner.options.compile.batch_size, options, progress)
         items, batched = as_list(inputs, self.single_types)
-        results = self.run(items, opts) if items else []
+        if runner is not self or progress:
+            results = list(iterate(runner, items, runner.options.compile.batch_size, options, progress))
+        else:
+            results = self.run(items, opts) if items else []
         return results if batched else results[0]
 
+    def iterable_inputs(self, inputs: Any) -> tuple[Iterable[Any] | None, Any]:
+        """``(dataset, inputs)``: the dataset is ``inputs`` when they are an iterable of inputs other than a list
+        or tuple (a generator, a dataset), whose results are then given lazily (pipelines/iterables.py), else
+        None; ``inputs`` is what to read in its place (a task that must look at the first item puts it back)."""
+        return (inputs if is_iterable_input(inputs) else None), inputs
+
+    def with_batch_size(self, batch_size: int) -> Pipeline:
+        """This pipeline running ``batch_size`` inputs per model call (its model, files and caches shared)."""
+        n = positive_int(f"{self.task}: batch_size", batch_size)
+        if n == self.options.compile.batch_size:
+            return self
+        twin = copy.copy(self)
+        twin.options = dataclasses.replace(self.options, compile=dataclasses.replace(self.options.compile,
+                                                                                      batch_size=n))
+        return twin
+
     def call_options(self, given: Mapping[str, Any]) -> dict[str, Any]:
-        """The task options of one call: those given override those of the pipeline."""
+        """The task options of one call: those given override those of the pipeline (``batch_size`` and
+        ``progress``, how to run the call, are not task options)."""
+        given = {k: v for k, v in given.items() if k not in RUN_OPTIONS}
         unknown = [k for k in given if k not in self.defaults]
         if unknown:
             raise TypeError(
                 f"{self.task}: unknown call option(s) {unknown}; "
-                f"options of a call are {sorted(self.defaults)}"
+                f"options of a call are {sorted([*self.defaults, *RUN_OPTIONS])}"
             )
         check_counts(self.task, given, self.count_options)
         return {**self.options.extra, **given}
