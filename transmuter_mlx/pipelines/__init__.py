@@ -13,10 +13,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import Pipeline
+from ..hub import open_repo
+from .base import SOURCE_TYPES, Pipeline
+from .task_inference import TaskInferenceError, infer_task
 from .tasks import ALIASES, TASKS, Task
 
-__all__ = ["ALIASES", "TASKS", "Pipeline", "Task", "UnknownTaskError", "pipeline", "resolve_task"]
+__all__ = ["ALIASES", "TASKS", "Pipeline", "Task", "TaskInferenceError", "UnknownTaskError", "infer_task",
+           "pipeline", "resolve_task"]
 
 
 class UnknownTaskError(ValueError):
@@ -33,7 +36,7 @@ def resolve_task(task: str) -> str:
     return name
 
 
-def pipeline(task: str, model: Any = None, /, **options: Any) -> Pipeline:
+def pipeline(task: str | None = None, model: Any = None, /, **options: Any) -> Pipeline:
     """Build the pipeline of ``task`` on ``model`` (a repo id, a folder; the task's default when None).
 
     >>> embed = pipeline("feature-extraction", "Xenova/all-MiniLM-L6-v2",
@@ -44,5 +47,23 @@ def pipeline(task: str, model: Any = None, /, **options: Any) -> Pipeline:
     ``options`` are the options of all tasks (``compile``, ``backend``, ``device``, ``dtype``,
     ``variant``, ``cache_dir``, ``revision``, ``offline``, ``model``/``tokenizer`` loaded by
     hand) and the task's own; an unknown one raises a TypeError naming it.
+
+    Without a task, the task is inferred from the repository (``infer_task``: its model card, config.json's
+    architectures, its files), as transformers' ``pipeline(model=...)`` asks the Hub:
+
+    >>> pipeline(model="Xenova/bert-base-uncased").task, pipeline(None, "Xenova/gpt2").task
+    ('fill-mask', 'text-generation')
     """
+    if task is None:
+        source = model if model is not None else options.get("model")
+        if not isinstance(source, SOURCE_TYPES):
+            raise ValueError("pipeline() needs a task or a model repository (a repo id or a folder) to infer "
+                             f"it from; valid tasks: {', '.join(TASKS)}")
+        repo = open_repo(source, revision=options.get("revision"), cache_dir=options.get("cache_dir"),
+                         offline=options.get("offline"))
+        task = infer_task(repo)
+        if model is not None:
+            model = repo
+        else:
+            options["model"] = repo
     return TASKS[resolve_task(task)].cls(model, **options)
