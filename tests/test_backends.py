@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import platform
+import sys
+
 import numpy as np
 import pytest
 
@@ -101,8 +105,6 @@ def test_mlx_compile_traces_backend_ops():
 
 def test_mlx_matmul_with_loaded_blas():
     """Whatever BLAS transmuter_mlx gave MLX (docs/performance.md), its matmul matches numpy."""
-    import sys
-
     from transmuter_mlx._blas import blas_info
 
     info = blas_info()
@@ -169,3 +171,22 @@ def test_threefry_is_written_once_for_every_backend(backend, count):
     if backend == "mlx":
         np.testing.assert_array_equal(B.to_numpy(threefry.gumbel(B, B.asarray(_keys()), count)),
                                       B.to_numpy(B.gumbel(B.asarray(_keys()), count)))
+
+
+@pytest.mark.skipif(not (sys.platform.startswith("linux") and platform.machine() == "x86_64"),
+                    reason="the mkl wheel is a dependency on Linux x86-64 only")
+def test_the_package_brings_a_fast_blas_on_linux():
+    """The mkl wheel (a dependency here) is a candidate, and MLX runs its matmuls on it when it is the one
+    loaded: a fresh machine without a system OpenBLAS gets a fast BLAS from ``pip install`` alone."""
+    import subprocess
+
+    from transmuter_mlx._blas import _candidates
+
+    mkl = [c for c in _candidates() if "libmkl_rt" in c]
+    assert mkl, "no libmkl_rt under sys.prefix/lib: the mkl dependency is missing"
+    code = ("import numpy as np, transmuter_mlx, mlx.core as mx; from transmuter_mlx._blas import blas_info; "
+            "a = np.random.default_rng(0).standard_normal((64, 64)).astype(np.float32); "
+            "print(blas_info()['status'], float(np.abs(np.array(mx.array(a) @ mx.array(a)) - a @ a).max()))")
+    out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "TRANSMUTER_MLX_BLAS": mkl[0]},
+                         capture_output=True, text=True, timeout=120, check=True).stdout.split()
+    assert out[0] == "loaded" and float(out[1]) < 1e-3

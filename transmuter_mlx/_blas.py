@@ -8,9 +8,9 @@ library that exports them and is loaded with ``RTLD_GLOBAL`` *before* ``mlx.core
 every GEMM and LAPACK call. That needs no ``LD_PRELOAD`` and no restart: ``ctypes.CDLL(path,
 RTLD_GLOBAL)`` from Python is enough, as long as it happens first (``libmlx.so`` binds now).
 
-Candidates, in order: ``TRANSMUTER_MLX_BLAS`` (a library path, or ``off``), Intel MKL from the
-``mkl`` wheel (``pip install "transmuter-mlx[blas]"``), a system OpenBLAS (Debian/Ubuntu
-``libopenblas0-pthread``, Fedora ``openblas``).
+Candidates, in order: ``TRANSMUTER_MLX_BLAS`` (a library path, or ``off``), a system OpenBLAS
+(Debian/Ubuntu ``libopenblas0-pthread``, Fedora ``openblas``), Intel MKL from the ``mkl`` wheel (a
+dependency of the package on Linux x86-64, so ``pip install transmuter-mlx`` brings a fast BLAS).
 The PyPI ``scipy-openblas32``/``64`` wheels and numpy's bundled OpenBLAS prefix their symbols
 (``scipy_cblas_sgemm``), so they cannot stand in. macOS uses Accelerate and is left alone.
 
@@ -39,14 +39,14 @@ _info: dict[str, object] = {"platform": sys.platform, "library": None, "status":
 
 
 def _candidates() -> list[str]:
-    found = []  # MKL first: it is there only when someone installed it on purpose (pip install mkl)
-    prefixes = {sys.prefix, sys.base_prefix, os.environ.get("CONDA_PREFIX", "")}
-    for prefix in filter(None, prefixes):
-        found += sorted(glob.glob(os.path.join(prefix, "lib", "libmkl_rt.so*")))
+    found = []  # a system OpenBLAS first (installed on purpose; its SkylakeX kernels edge out MKL here), then MKL
     name = ctypes.util.find_library("openblas")
     if name:
         found.append(name)
     found += [p for p in _SYSTEM_OPENBLAS if os.path.exists(p)]
+    prefixes = {sys.prefix, sys.base_prefix, os.environ.get("CONDA_PREFIX", "")}
+    for prefix in filter(None, prefixes):  # the mkl wheel, a dependency on Linux x86-64
+        found += sorted(glob.glob(os.path.join(prefix, "lib", "libmkl_rt.so*")))
     return list(dict.fromkeys(found))
 
 
