@@ -22,6 +22,7 @@ from .fusion import fuse
 from .graph import Executable, Interpreter, Program, _all_nodes
 from .ops.random import FIXED, RANDOM_OPS, draws
 from .ops.registry import normalize_domain
+from .precision import FLOAT_TYPES, cast_graph, cast_initializers, compute_dtype
 from .values import is_host, np_dtype
 
 Source = str | os.PathLike | bytes | onnx.ModelProto
@@ -67,17 +68,22 @@ class Model:
         if proto.functions:
             proto = onnx.inliner.inline_local_functions(proto)
         proto, opsets = expand_functions(proto, opsets)  # ops the spec defines as functions of others
+        self.dtype = compute_dtype(dtype)  # the float type the graph computes in (None: the file's own)
+        keep: frozenset[str] = frozenset()
+        if self.dtype is not None:
+            if not owned and proto is given:  # the caller's proto is never edited (the copy drops its weights below)
+                proto = _copy(proto)
+            keep = cast_graph(proto.graph, self.dtype)  # before fusion, which then sees the graph as it runs
         # exported GELU/attention chains as single fused nodes (in place in a proto of our own)
         proto, opsets = fuse(proto, opsets, in_place=owned or proto is not given)
         self.program = Program(proto.graph, opsets)
         # whether a call's result depends on random draws (``seed``/``noise`` of ``__call__``)
         self.random = any(n.op_type in RANDOM_OPS for n in _all_nodes(proto.graph))
-        if dtype is not None:
-            _cast_float_initializers(self.program, np.dtype(dtype))
+        if self.dtype is not None:
+            cast_initializers(self.program.initializers, self.dtype, keep)
         self.program.share_weights(backend)  # one copy of each weight: the device's (a view on the host)
         if owned or proto is not given:
             _drop_weights(proto)  # the proto's own copy (Program read them); nobody else holds this proto
-        self.dtype = None if dtype is None else np.dtype(dtype)
         initializer_names = set(self.program.initializers)
         self.inputs = [_info(v) for v in proto.graph.input if v.name not in initializer_names]
         self.optional_inputs = {v.name for v in proto.graph.input if v.name in initializer_names}
@@ -180,9 +186,11 @@ class Model:
         if not B.is_array(value):
             value = self._as_numpy(info, name, value)
         dtype = B.dtype(value) if B.is_array(value) else value.dtype
-        want = self.dtype if self.dtype is not None and info.dtype == np.float32 else info.dtype
+        # with a compute dtype, a float input takes it: a float feed (float32, float16 or bfloat16) is cast
+        computed = self.dtype is not None and info.dtype in FLOAT_TYPES
+        want = self.dtype if computed else info.dtype
         if want is not None and dtype != want:
-            if self.dtype is not None and info.dtype == np.float32 and dtype == np.float32:
+            if computed and dtype in FLOAT_TYPES:
                 value, dtype = (B.astype(value, want) if B.is_array(value) else value.astype(want)), want
             else:
                 raise InputError(f"{self.name}: input {name!r} has dtype {dtype}, expected {want} (shape {_shape_str(info)})")
@@ -238,6 +246,11 @@ def load(
     Unsupported ops are reported here, all at once, with the first node of each. Each new signature of
     input shapes is planned and compiled once; the ``max_signatures`` most recently used are kept
     (default 64, or ``TRANSMUTER_MLX_MAX_SIGNATURES``), so varied shapes never grow memory without bound.
+
+    ``dtype`` ("float16", "bfloat16", "float32", or "fp16"/"bf16", numpy, mlx or torch dtypes) computes the
+    graph in that dtype (``converters/precision.py``): its float weights, constants and casts take it, float
+    feeds are cast to it, and its float outputs come in it (``model.backend.to_numpy(x)`` converts bfloat16
+    too, as an ml_dtypes array). ``model.inputs``/``model.outputs`` keep the dtypes the file declares.
     """
     B = get_backend(backend, device) if isinstance(backend, str) else backend
     proto, name = read_model(source)
@@ -452,7 +465,7 @@ def _drop_weights(proto: onnx.ModelProto) -> None:
     del proto.graph.sparse_initializer[:]
 
 
-def _cast_float_initializers(program: Program, dtype: np.dtype) -> None:
-    for name, value in program.initializers.items():
-        if isinstance(value, np.ndarray) and value.dtype == np.float32:
-            program.initializers[name] = value.astype(dtype)
+def _copy(proto: onnx.ModelProto) -> onnx.ModelProto:
+    copy = onnx.ModelProto()
+    copy.CopyFrom(proto)
+    return copy

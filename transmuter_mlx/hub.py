@@ -28,6 +28,7 @@ __all__ = [
     "VARIANTS",
     "HubError",
     "MalformedFileError",
+    "PreferredVariant",
     "Repo",
     "RepoFileNotFoundError",
     "RepoNotFoundError",
@@ -93,6 +94,13 @@ def load_json(path: str | Path, kind: type = dict) -> Any:
 def _env_offline() -> bool:
     env = os.environ.get("HF_HUB_OFFLINE", "").strip().upper()
     return bool(hf_constants.HF_HUB_OFFLINE) or env in {"1", "ON", "YES", "TRUE"}
+
+
+class PreferredVariant(str):
+    """A variant chosen for the user, not by them: loaded when the repository has it, else the usual selection
+    of :meth:`Repo.onnx_path` applies (``dtype="float16"`` without ``variant`` prefers ``"fp16"``)."""
+
+    __slots__ = ()
 
 
 def normalize_variant(variant: str) -> str:
@@ -264,6 +272,8 @@ class Repo:
         """The variant to load, by the rules of :meth:`onnx_path`: ``repo.select_variant(task_default="q4")``."""
         present = self.onnx_variants(stem, subfolder=subfolder)
         where = f"{subfolder.strip('/')}/{stem}" if subfolder.strip("/") else stem
+        if isinstance(variant, PreferredVariant) and normalize_variant(variant) not in present:
+            variant = None  # a preference the repository cannot meet: the usual selection
         if variant is not None:
             chosen = normalize_variant(variant)
             if chosen not in present:
@@ -293,7 +303,8 @@ class Repo:
         >>> repo.onnx_path("decoder_model_merged", task_default="q4")   # q4 if the repo has it, else fp32
         PosixPath('.../onnx/decoder_model_merged...onnx')
 
-        Selection order: ``variant=`` (an error listing the present variants if absent), then
+        Selection order: ``variant=`` (an error listing the present variants if absent; a
+        :class:`PreferredVariant` that is absent falls through to the next rules), then
         ``transformers.js_config.dtype`` of config.json (a string, or a dict keyed by file stem),
         then ``task_default``, then fp32, then the first other variant present. A config or task
         choice that the repository lacks falls through to the next rule.

@@ -176,9 +176,14 @@ class NumpyBackend:
         return out
 
     def matmul(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        return np.matmul(a, b)
+        out = np.matmul(a, b)
+        # ml_dtypes' bfloat16 matmul answers float32: the product keeps its operands' dtype, as on the device
+        return out.astype(a.dtype) if a.dtype == b.dtype and out.dtype != a.dtype else out
 
     def einsum(self, equation: str, *operands: np.ndarray) -> np.ndarray:
+        dtypes = {np.asarray(o).dtype for o in operands}
+        if len(dtypes) == 1 and dtypes.pop().name == "bfloat16":  # numpy's einsum has no bfloat16 loop
+            return np.einsum(equation, *(np.asarray(o, np.float32) for o in operands)).astype(operands[0].dtype)
         return np.einsum(equation, *operands)
 
     def quantized_matmul(

@@ -110,7 +110,10 @@ def resize_nd(B: Any, x: Any, sizes: list[int], scales: list[float], *, mode: st
     shape = B.shape(x)
     rank = len(shape)
     dtype = np.dtype(B.dtype(x))
-    work = dtype if np.issubdtype(dtype, np.floating) or mode == "nearest" else np.dtype(np.float32)
+    # integers interpolate in float32 (then round); so does bfloat16, which numpy (on the host) only emulates
+    bfloat16 = dtype.name == "bfloat16"
+    floating = np.issubdtype(dtype, np.floating)
+    work = dtype if (floating and not bfloat16) or mode == "nearest" else np.dtype(np.float32)
     y = B.astype(x, work) if work != dtype else x
     for axis in range(rank):
         in_w, out_w, scale = shape[axis], int(sizes[axis]), float(scales[axis])
@@ -134,7 +137,9 @@ def resize_nd(B: Any, x: Any, sizes: list[int], scales: list[float], *, mode: st
         if outside is not None and outside.any():
             mshape = (out_w,) + (1,) * (rank - axis - 1)
             y = B.where(B.asarray(outside.reshape(mshape)), B.full((), extrapolation_value, work), y)
-    if work != dtype:
+    if work != dtype and bfloat16:
+        y = B.astype(y, dtype)
+    elif work != dtype:
         info = np.iinfo(dtype)
         y = B.astype(B.clip(B.round(y), info.min, info.max), dtype)
     return y

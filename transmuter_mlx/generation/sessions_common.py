@@ -66,8 +66,12 @@ class CacheLayout:
             mode = "buffer"
         else:
             mode = "grow"
+        dtype = np.dtype(info.dtype or np.float32)
+        compute = getattr(model, "dtype", None)  # a model loaded with dtype= takes its cache in that dtype
+        if compute is not None and (dtype.kind == "f" or dtype.name == "bfloat16"):
+            dtype = np.dtype(compute)
         return cls(tuple(i.name for _, kind, _, i in past if kind == "decoder"), graph_heads, graph_head_dim,
-                   np.dtype(info.dtype or np.float32), position_ids, branch, mode,
+                   dtype, position_ids, branch, mode,
                    tuple(i.name for _, kind, _, i in past if kind == "encoder"))
 
     def present(self, out: dict[str, Any], names: tuple[str, ...] | None = None) -> dict[str, Any]:

@@ -8,6 +8,9 @@ from typing import Any
 
 import numpy as np
 
+from ..converters.precision import compute_dtype
+from ..hub import PreferredVariant
+
 DEFAULT_SEQUENCE_LENGTHS = (32, 128, 512)
 
 
@@ -57,7 +60,9 @@ class Compile:
 
 @dataclass(frozen=True)
 class Options:
-    """Options of all tasks. ``extra`` holds the task's own options, already checked."""
+    """Options of all tasks. ``extra`` holds the task's own options, already checked. ``dtype`` is a numpy dtype
+    (float32, float16 or ml_dtypes' bfloat16) or None; ``dtype="float16"`` without ``variant`` makes ``variant`` a
+    ``PreferredVariant("fp16")``: the repository's fp16 file when it has one."""
 
     compile: Compile = field(default_factory=Compile)
     backend: str = "mlx"
@@ -83,6 +88,12 @@ class Options:
         extra = {**task_defaults, **{k: v for k, v in given.items() if k in task_defaults}}
         kwargs = {k: v for k, v in given.items() if k in common}
         kwargs["compile"] = Compile.parse(given.get("compile"))
+        try:  # a numpy dtype (np.float16, bfloat16 of ml_dtypes), or None; a bad one fails here, at build time
+            kwargs["dtype"] = compute_dtype(given.get("dtype"))
+        except ValueError as error:
+            raise ValueError(f"{task}: {error}") from None
+        if kwargs["dtype"] == np.float16 and given.get("variant") is None:
+            kwargs["variant"] = PreferredVariant("fp16")  # the repository's fp16 file when it has one
         return cls(**kwargs, extra=extra)
 
 
