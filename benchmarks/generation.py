@@ -12,6 +12,7 @@ compiles); an engine that fails shows ``error: ...`` in its cell and the others 
     python benchmarks/generation.py                    # table, and benchmarks/results/generation.md
     python benchmarks/generation.py --json             # the same numbers as JSON on stdout
     python benchmarks/generation.py --batches 1,4 --engines mlx:q4,genai --new-tokens 32
+    python benchmarks/generation.py --shape smollm2-135m --requests 8 --new-tokens 32   # a real model's shape
 """
 
 from __future__ import annotations
@@ -70,10 +71,29 @@ print(json.dumps([round_() for _ in range(runs)]))
 """
 
 
-def fixtures() -> dict[str, Path]:
+def fixtures(shape: str) -> dict[str, Path]:
+    """The int4 genai folder and the fp32 optimum folder of the same checkpoint: the tiny qwen2 fixtures, or
+    a real shape of benchmarks/llm_shapes.py."""
+    import dataclasses
+
     from tests.fixtures.generation_models import build
 
-    return {"q4": build("qwen2-genai"), "fp32": build("qwen2")}
+    if shape == "tiny":
+        return {"q4": build("qwen2-genai"), "fp32": build("qwen2")}
+    from benchmarks.llm_shapes import SHAPES
+
+    spec = SHAPES[shape]
+    return {"q4": build(spec), "fp32": build(dataclasses.replace(spec, name=spec.family, layout="optimum"))}
+
+
+def describe(shape: str) -> str:
+    if shape == "tiny":
+        return "the random-weight qwen2 fixture (hidden 64, 2 layers, vocab 512)"
+    from benchmarks.llm_shapes import SHAPES
+
+    s = SHAPES[shape]
+    return (f"{shape} shape, random weights ({s.family}: hidden {s.hidden_size}, {s.num_hidden_layers} layers, "
+            f"{s.num_attention_heads}/{s.num_key_value_heads} heads, MLP {s.intermediate_size}, vocab {s.vocab_size})")
 
 
 def prompts(folder: Path, count: int, length: int, seed: int = 0) -> tuple[list[str], list[list[int]]]:
@@ -192,7 +212,7 @@ def table(results: dict, batches: list[int], a: argparse.Namespace) -> str:
     blas = blas_info()
     info = (f"{a.requests} concurrent requests, prompts of {a.prompt_tokens} tokens, greedy, exactly "
             f"{a.new_tokens} new tokens each; median of {a.runs} round(s) after a warm-up round. "
-            f"Model: the random-weight qwen2 fixture (hidden 64, 2 layers, vocab 512). Machine: "
+            f"Model: {describe(a.shape)}. Machine: "
             f"{platform.machine()} {os.cpu_count()} cores, {platform.system()}; MLX BLAS: "
             f"{Path(str(blas.get('library') or 'none')).name} ({blas.get('status')}).")
     return "\n".join(lines) + "\n\n" + info + "\n"
@@ -206,16 +226,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--new-tokens", type=int, default=128)
     p.add_argument("--prompt-tokens", type=int, default=16)
     p.add_argument("--runs", type=int, default=1)
+    p.add_argument("--shape", default="tiny", help="tiny (the test fixtures), or a real shape of "
+                   "benchmarks/llm_shapes.py: smollm2-135m, qwen3-0.6b (built offline on first use)")
     p.add_argument("--json", action="store_true")
-    p.add_argument("--output", default=str(ROOT / "benchmarks" / "results" / "generation.md"),
-                   help="markdown file for the table ('' for none)")
+    p.add_argument("--output", default=None,
+                   help="markdown file for the table ('' for none; default benchmarks/results/generation.md, "
+                        "or generation-SHAPE.md)")
     a = p.parse_args(argv)
+    if a.output is None:
+        a.output = str(ROOT / "benchmarks" / "results" / ("generation.md" if a.shape == "tiny"
+                                                            else f"generation-{a.shape}.md"))
     engines = [e for e in a.engines.split(",") if e]
     unknown = [e for e in engines if e not in ENGINES]
     if unknown:
         p.error(f"unknown engine(s) {unknown}; choose from {', '.join(ENGINES)}")
     batches = [int(b) for b in a.batches.split(",")]
-    folders = fixtures()
+    folders = fixtures(a.shape)
     texts, ids = prompts(folders["q4"], a.requests, a.prompt_tokens)
     data = {"folders": folders, "texts": texts, "ids": ids}
     results: dict[str, dict[str, dict]] = {}

@@ -179,16 +179,25 @@ def test_matmul_nbits_float16(backend):
     _check(model, feeds, backend, rtol=2e-3)
 
 
-def test_matmul_nbits_keeps_weights_packed_on_mlx():
-    model, feeds = _nbits_model(128, 8, 4, 64, "packed", None, False)
+@pytest.mark.parametrize("choice", ["packed", "dense", ""])
+def test_matmul_nbits_weights_packed_or_dequantized_once(choice, monkeypatch):
+    """TRANSMUTER_MLX_NBITS picks how the weights are held; by default packed where the backend's packed kernel
+    is the faster (MLX on a GPU), dequantized once on a CPU. Either way one plan serves every call."""
+    import mlx.core as mx
+
     from transmuter_mlx.converters.ops import quantized_contrib
 
+    monkeypatch.setenv(quantized_contrib.NBITS_ENV, choice)
+    model, feeds = _nbits_model(128, 8, 4, 64, "packed", None, False)
     before = set(quantized_contrib._CACHE)
     m = transmuter_mlx.load(model, backend="mlx")
-    m(feeds)
-    m(feeds)  # the compiled replay reuses the packed weights: one plan
+    first = np.asarray(m(feeds)["Y"])
+    np.testing.assert_allclose(np.asarray(m(feeds)["Y"]), first)  # the compiled replay reuses the plan
     plans = [v for k, v in quantized_contrib._CACHE.items() if k not in before]
-    assert len(plans) == 1 and plans[0][0] == "packed" and str(plans[0][1].dtype) == "mlx.core.uint32"
+    packed = choice == "packed" or (not choice and mx.default_device() != mx.cpu)
+    assert len(plans) == 1 and plans[0][0] == ("packed" if packed else "dense")
+    assert str(plans[0][1].dtype) == ("mlx.core.uint32" if packed else "mlx.core.float32")
+    _check(model, feeds, "mlx")
     del m
 
 

@@ -163,6 +163,12 @@ class Backend(Protocol):
         ...
 
     # -- quantized weights ----------------------------------------------------------------
+    def packed_matmul_is_fast(self) -> bool:
+        """Whether ``quantized_matmul`` on packed codes beats a matmul on weights dequantized once (GPU kernels
+        do; MLX's CPU kernel is scalar, ~6x slower at one row and growing with the rows), so the converter keeps
+        block-quantized weights packed only where this holds (``TRANSMUTER_MLX_NBITS`` overrides)."""
+        ...
+
     def quantized_matmul(
         self, x: Array, w: Array, scales: Array, biases: Array, group_size: int, bits: int
     ) -> Array:

@@ -219,6 +219,9 @@ class MlxBackend:
     def einsum(self, equation: str, *operands: mx.array) -> mx.array:
         return mx.einsum(equation, *operands)
 
+    def packed_matmul_is_fast(self) -> bool:
+        return mx.default_device() != mx.cpu  # Metal and CUDA have quantized kernels; the CPU's is scalar
+
     def quantized_matmul(
         self, x: mx.array, w: mx.array, scales: Any, biases: Any, group_size: int, bits: int
     ) -> mx.array:

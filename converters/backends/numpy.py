@@ -186,6 +186,9 @@ class NumpyBackend:
             return np.einsum(equation, *(np.asarray(o, np.float32) for o in operands)).astype(operands[0].dtype)
         return np.einsum(equation, *operands)
 
+    def packed_matmul_is_fast(self) -> bool:
+        return False  # quantized_matmul dequantizes at every call
+
     def quantized_matmul(
         self, x: Any, w: Any, scales: Any, biases: Any, group_size: int, bits: int
     ) -> np.ndarray:

@@ -259,6 +259,9 @@ class TorchBackend:
     def einsum(self, equation: str, *operands: torch.Tensor) -> torch.Tensor:
         return torch.einsum(equation, *operands)
 
+    def packed_matmul_is_fast(self) -> bool:
+        return self.device.type != "cpu"  # the CPU int4 kernel loses to BLAS on weights dequantized once
+
     def quantized_matmul(
         self, x: Any, w: Any, scales: Any, biases: Any, group_size: int, bits: int
     ) -> torch.Tensor:

@@ -9,6 +9,7 @@ MLX's affine form ``w = scale * code + bias``, ``bias = -scale * zero_point``.
 
 from __future__ import annotations
 
+import os
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -19,6 +20,8 @@ import numpy as np
 from ..backends.base import unpack_quantized
 from .quantized import FLOAT8, expand_param
 from .registry import MS_DOMAIN, register
+
+NBITS_ENV = "TRANSMUTER_MLX_NBITS"  # "packed" or "dense": how MatMulNBits holds its weights (keep_packed)
 
 F32 = np.dtype(np.float32)
 _CACHE: dict[tuple, Any] = {}
@@ -59,19 +62,30 @@ def _nbits_params(Bq, scales, zero_points, K, N, bits, block_size):
     return codes, s, zp
 
 
+def keep_packed(B: Any) -> bool:
+    """Whether block-quantized weights stay packed (``quantized_matmul``) or are dequantized once to the compute
+    dtype (a plain matmul, 4-8x the memory): ``TRANSMUTER_MLX_NBITS=packed`` or ``dense``, else packed where the
+    backend's packed kernel is the faster (GPUs), dense on CPUs (at SmolLM2-135M's shape, int4 decoding on
+    MLX's CPU ran 5 tokens/s packed, against 10 for its fp32 export)."""
+    choice = os.environ.get(NBITS_ENV, "").strip().lower()
+    if choice in ("packed", "dense"):
+        return choice == "packed"
+    return B.packed_matmul_is_fast()
+
+
 def _nbits_plan(B, A_dtype, Bq, scales, zero_points, g_idx, K, N, bits, block_size):
     k_blocks = -(-K // block_size)
     codes, s, zp = _nbits_params(Bq, scales, zero_points, K, N, bits, block_size)
     natural = g_idx is None or np.array_equal(np.asarray(g_idx).reshape(-1), np.arange(K) // block_size)
     group = block_size if block_size in (32, 64, 128) else 128 if block_size > 128 else 0
-    if natural and bits in (2, 4, 8) and group:
+    if natural and bits in (2, 4, 8) and group and keep_packed(B):
         rep = block_size // group
         scale_g = np.repeat(s, rep, axis=1)
         bias_g = np.repeat(-s * zp, rep, axis=1)
         words = np.ascontiguousarray(np.reshape(Bq, (N, -1))).view("<u4")
         dev = [B.asarray(words), B.asarray(scale_g.astype(A_dtype)), B.asarray(bias_g.astype(A_dtype))]
         return ("packed", *dev, group, k_blocks * block_size)
-    # other layouts: dequantize once on the host, then a plain matmul
+    # dense, or a layout the packed kernel lacks: dequantize once on the host, then a plain matmul
     idx = np.asarray(g_idx).reshape(-1)[:K] if g_idx is not None else np.arange(K) // block_size
     w = (codes[:, :K].astype(F32) - zp[:, idx]) * s[:, idx]
     return ("dense", B.asarray(np.ascontiguousarray(w.T).astype(A_dtype)))
