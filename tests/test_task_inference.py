@@ -15,7 +15,8 @@ import transmuter_mlx as tm
 from tests.fixtures import audio_models, generation_models, gliner_models, text_models, vision_models
 from transmuter_mlx import zoo
 from transmuter_mlx.pipelines import ALIASES, TASKS, TaskInferenceError, infer_task
-from transmuter_mlx.pipelines.task_inference import ARCHITECTURES, MODEL_TYPES
+from transmuter_mlx.pipelines.task_inference import ARCHITECTURES
+from transmuter_mlx.zoo import TYPE_TASKS as MODEL_TYPES
 
 BUILDERS = {"text": text_models, "generation": generation_models, "vision": vision_models,
             "audio": audio_models, "gliner": gliner_models}

@@ -25,8 +25,8 @@ if __name__ == "zoo":  # imported as a top-level module, from a checkout's root 
         "sees: import transmuter_mlx.zoo instead"
     )
 
-__all__ = ["FEATURE_EXTRACTORS", "IMAGE_PROCESSORS", "REMAP", "UnknownFamilyError", "families", "family",
-           "feature_extractor", "image_processor"]
+__all__ = ["FEATURE_EXTRACTORS", "IMAGE_PROCESSORS", "REMAP", "TYPE_TASKS", "UnknownFamilyError", "describe_type",
+           "families", "family", "feature_extractor", "image_processor", "type_config", "type_task"]
 
 #: model_type -> module serving it (model types spelled with dashes need an entry too)
 REMAP: dict[str, str] = {
@@ -237,6 +237,33 @@ def feature_extractor(config: Mapping[str, Any]) -> str | None:
     'Wav2Vec2FeatureExtractor'
     """
     return FEATURE_EXTRACTORS.get(config.get("model_type", ""))
+
+
+#: model_type -> the task its models are for, read when config.json lists no ``architectures``
+#: (``tm.pipeline(model=...)`` without a task: transmuter_mlx/pipelines/task_inference.py)
+TYPE_TASKS: dict[str, str] = {
+    "gliner": "zero-shot-entity-recognition",
+    "depth_anything": "depth-estimation",
+    "marian": "translation",
+    "clip": "zero-shot-image-classification",
+    "siglip": "zero-shot-image-classification",
+    "chinese_clip": "zero-shot-image-classification",
+}
+
+
+def type_task(config: Mapping[str, Any]) -> str | None:
+    """The task of ``TYPE_TASKS`` for a config's model_type (None when it names none)."""
+    return TYPE_TASKS.get(str(config.get("model_type", "")))
+
+
+def type_config(model_type: str) -> dict[str, str]:
+    """The smallest config.json of a family: ``{"model_type": model_type}``."""
+    return {"model_type": model_type}
+
+
+def describe_type(config: Mapping[str, Any]) -> str:
+    """A config's model_type as an error message says it: ``"model_type 'bert'"`` or ``"no model_type"``."""
+    return f"model_type {config['model_type']!r}" if config.get("model_type") else "no model_type"
 
 
 def families() -> list[str]:

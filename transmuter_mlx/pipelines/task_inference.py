@@ -8,7 +8,7 @@
 'zero-shot-entity-recognition'
 
 transformers asks the Hub for the repository's ``pipeline_tag``; offline, the task is read from the files.
-The candidates are the tasks the zoo family of config.json's ``model_type`` serves (a model_type that no family
+The candidates are the tasks that the zoo family of config.json serves (``zoo.family``; a type that no family
 serves raises the zoo's UnknownFamilyError, as ``tm.pipeline`` does with a task), and the first of these rules
 that names a candidate decides:
 
@@ -24,7 +24,7 @@ that names a candidate decides:
    score or a regression, which transformers' text-classification gives); ``*ForConditionalGeneration`` of an
    encoder-decoder (T5, BART, M2M100, NLLB) is text2text-generation, Marian's ``MarianMTModel`` translation
    (an NLLB or BART-CNN model card says translation or summarization, and rule 2 reads it);
-4. ``model_type`` when config.json has no ``architectures`` (``MODEL_TYPES``);
+4. the family type when config.json has no ``architectures`` (``zoo.TYPE_TASKS``);
 5. the files: sentence-transformers' (``modules.json``, ``1_Pooling/``) -> text-embedding, an encoder and a
    decoder ONNX file -> text2text-generation, a decoder alone -> text-generation.
 
@@ -34,13 +34,13 @@ candidate tasks:
 >>> import json, pathlib
 >>> folder = pathlib.Path("fancy")
 >>> folder.mkdir()
->>> config = {"model_type": "bert", "architectures": ["BertForFancy"]}
->>> _ = (folder / "config.json").write_text(json.dumps(config))
+>>> config = {"architectures": ["BertForFancy"]}
+>>> _ = (folder / "config.json").write_text(json.dumps({**config, **zoo.type_config("bert")}))
 >>> infer_task(folder)
 Traceback (most recent call last):
 ...
 transmuter_mlx.pipelines.task_inference.TaskInferenceError: cannot infer the task of folder 'fancy' \
-(architectures ['BertForFancy'], model_type 'bert'): ... candidate tasks: text-embedding, text-classification, ...
+(architectures ['BertForFancy'], ...): ... candidate tasks: text-embedding, text-classification, ...
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ from .. import zoo
 from ..hub import HubError, Repo, open_repo, read_model_card
 from .tasks import ALIASES, TASKS
 
-__all__ = ["ARCHITECTURES", "MODEL_TYPES", "TaskInferenceError", "infer_task"]
+__all__ = ["ARCHITECTURES", "TaskInferenceError", "infer_task"]
 
 _ANY_MODEL = (
     "text-embedding",
@@ -95,16 +95,6 @@ ARCHITECTURES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Model", _ANY_MODEL),  # a bare encoder (BertModel, ViTModel), or the two towers of CLIPModel / ClapModel
 )
 
-#: model_type -> task, read when config.json has no ``architectures``
-MODEL_TYPES: Mapping[str, str] = {
-    "gliner": "zero-shot-entity-recognition",
-    "depth_anything": "depth-estimation",
-    "marian": "translation",
-    "clip": "zero-shot-image-classification",
-    "siglip": "zero-shot-image-classification",
-    "chinese_clip": "zero-shot-image-classification",
-}
-
 #: files that sentence-transformers saves with a model (it embeds texts)
 SENTENCE_FILES = ("modules.json", "1_Pooling/config.json", "sentence_bert_config.json",
                   "config_sentence_transformers.json")
@@ -143,8 +133,7 @@ def infer_task(
     task = _decide(repo, config, candidates, architectures)
     if task is not None:
         return task
-    read = [f"architectures {architectures}" if architectures else "no architectures",
-            f"model_type {config.get('model_type')!r}" if config.get("model_type") else "no model_type"]
+    read = [f"architectures {architectures}" if architectures else "no architectures", zoo.describe_type(config)]
     raise TaskInferenceError(
         f"cannot infer the task of {repo.name} ({', '.join(read)}): neither its model card, config.json nor "
         f"its files decide it; pass the task, tm.pipeline(task, model), one of the candidate "
@@ -164,8 +153,8 @@ def _decide(repo: Repo, config: Mapping[str, Any], candidates: tuple[str, ...],
         task = _architecture_task(str(architecture), repo, config, candidates)
         if task is not None:
             return task
-    if not architectures and MODEL_TYPES.get(config.get("model_type", "")) in candidates:
-        return MODEL_TYPES[config["model_type"]]
+    if not architectures and zoo.type_task(config) in candidates:
+        return zoo.type_task(config)
     return _files_task(repo, candidates)
 
 
