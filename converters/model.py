@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 import onnx
-from google.protobuf.message import DecodeError
+from google.protobuf.message import DecodeError, EncodeError
 
 from .backends import Backend, get_backend
 from .errors import InputError, ModelLoadError
@@ -285,7 +285,12 @@ def read_model(source: Source) -> tuple[onnx.ModelProto, str]:
 
 def _checked(proto: onnx.ModelProto, path: Path, sorted_nodes: bool = False) -> tuple[onnx.ModelProto, str]:
     try:
-        onnx.checker.check_model(proto)
+        try:
+            onnx.checker.check_model(proto)
+        except (EncodeError, ValueError) as e:  # more than 2 GB with its weights: onnx checks the file itself
+            if isinstance(e, onnx.checker.ValidationError):
+                raise
+            onnx.checker.check_model(str(path))
     except onnx.checker.ValidationError as e:
         if "topologically sorted" in str(e) and not sorted_nodes:  # onnxruntime sorts such graphs itself (the
             sort_nodes(proto.graph)                                 # gliner package's q8 export has one)
