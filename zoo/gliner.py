@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ._base import BaseArgs
+from ._base import BaseArgs, score
 
 __all__ = ["DEFAULT_VARIANT", "FILES", "TASKS", "ModelArgs", "Span", "decode_spans", "decode_tokens", "greedy",
            "prompt", "span_index", "split_words", "word_mask"]
@@ -108,14 +108,10 @@ def span_index(num_words: int, max_width: int) -> np.ndarray:
     return np.stack([starts, starts + np.tile(np.arange(max_width), num_words)], 1).astype(np.int64)
 
 
-def sigmoid(x: np.ndarray) -> np.ndarray:
-    return (1.0 / (1.0 + np.exp(-x.astype(np.float32)))).astype(np.float32)
-
-
 def decode_spans(logits: np.ndarray, num_words: int, num_labels: int, threshold: float) -> list[Span]:
     """Span candidates of a span model's logits (words, max_width, labels) above ``threshold``, in the package's
     order (word, width, label)."""
-    probs = sigmoid(logits[:num_words, :, :num_labels])
+    probs = score(logits[:num_words, :, :num_labels], "sigmoid")
     out = []
     for s, k, c in zip(*np.nonzero(probs > threshold)):
         if s + k + 1 <= num_words:
@@ -126,7 +122,7 @@ def decode_spans(logits: np.ndarray, num_words: int, num_labels: int, threshold:
 def decode_tokens(logits: np.ndarray, num_words: int, num_labels: int, threshold: float) -> list[Span]:
     """Span candidates of a token model's logits (words, labels, [start, end, inside]): a start and a later end of
     one label, every word between inside, scored by the least of those scores, in the package's order."""
-    probs = sigmoid(logits[:num_words, :num_labels])
+    probs = score(logits[:num_words, :num_labels], "sigmoid")
     start, end, inside = probs[..., 0], probs[..., 1], probs[..., 2]
     starts = list(zip(*np.nonzero(start > threshold)))
     ends = list(zip(*np.nonzero(end > threshold)))

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from .._tokenize import byte_table
 from ..processors.text import text_input
 from ..tokenizer import Tokenizer
 from ..zoo import gliner
@@ -148,19 +149,12 @@ class ZeroShotEntityRecognition(EncoderPipeline):
             candidates = sorted(best.values(), key=lambda s: (s.start, s.end - s.start, s.label))
         chosen = gliner.greedy(candidates, options["flat_ner"], options["multi_label"])
         data = text.encode()
-        to_byte = _byte_offsets(text)
+        table = byte_table(text)  # None for ASCII text, where characters are bytes
+        to_byte = (lambda i: i) if table is None else (lambda i: int(table[i]))
         entities = []
         for s in chosen:
-            start, end = to_byte[words[s.start][1]], to_byte[words[s.end][2]]
+            start, end = to_byte(words[s.start][1]), to_byte(words[s.end][2])
             entities.append({"start": start, "end": end, "label": labels[s.label], "score": s.score,
                              "phrase": data[start:end].decode()})
         return {"entities": entities}
 
-
-def _byte_offsets(text: str) -> list[int]:
-    """The UTF-8 byte offset of each character offset of ``text`` (and of its end)."""
-    out, total = [0], 0
-    for ch in text:
-        total += len(ch.encode())
-        out.append(total)
-    return out
