@@ -11,6 +11,9 @@ backends have one kernel for each (``B.gelu``, ``B.sdpa``). ``fuse`` finds these
   optional ``Add(mask)`` -> ``Softmax(axis=-1)`` -> ``MatMul(., V)`` ->
   ``ai.transmuter::ScaledDotProductAttention`` (``converters/ops/fused.py``), which runs
   ``B.sdpa`` when the run-time shapes make it the same computation and the chain otherwise.
+- Linear layers: ``MatMul(x, W)`` -> ``Add(b)`` with a 2-D weight and a 1-D bias of its width, both
+  initializers -> ``ai.transmuter::MatMulAdd``, which runs ``B.linear`` (torch's ``addmm``: the bias
+  rides in the GEMM, and on the CPU one fewer hand-over between BLAS and torch's element-wise threads).
 
 A chain is rewritten only when each value inside it is read by the next node of the chain and
 nothing else (no other node, subgraph or graph output). The fused node's name lists the names of
@@ -23,6 +26,8 @@ the nodes it replaces, so errors still name them.
     >>> ops = collections.Counter(n.op_type for n in proto.graph.node)
     >>> ops["Gelu"], ops["ScaledDotProductAttention"]      # one of each in each of the 6 layers
     (6, 6)
+    >>> ops["MatMulAdd"]                                   # Q, K, V, output and two MLP projections each
+    36
 """
 
 from __future__ import annotations
@@ -93,6 +98,18 @@ class _Index:
         if a.name == "value" and math.prod(a.t.dims) == 1:
             return numpy_helper.to_array(a.t)
         return np.array(a.f, np.float32) if a.name == "value_float" else None
+
+    def initializer(self, name: str) -> onnx.TensorProto | None:
+        """The initializer ``name`` is, directly or through ``Identity`` nodes (optimum shares equal
+        weights that way)."""
+        for _ in range(8):
+            if name in self.initializers:
+                return self.initializers[name]
+            _, n = self.node(name, "Identity")
+            if n is None:
+                return None
+            name = n.input[0]
+        return None
 
     def is_const(self, name: str, value: float) -> bool:
         """Whether ``name`` is a one-element float constant equal to ``value`` rounded to its dtype."""
@@ -249,7 +266,28 @@ def _match_attention(ix: _Index, i: int) -> _Match | None:
     return _Match(removed, node)
 
 
-_PATTERNS = (("Erf", _match_gelu, MS_DOMAIN), ("Softmax", _match_attention, FUSED_DOMAIN))
+def _match_linear(ix: _Index, i: int) -> _Match | None:
+    matmul = ix.nodes[i]
+    weight = ix.initializer(matmul.input[1]) if len(matmul.input) == 2 else None
+    ai = ix.only_reader(matmul.output[0])
+    if weight is None or len(weight.dims) != 2 or ai is None or ix.nodes[ai].op_type != "Add":
+        return None
+    add, bias_name = ix.nodes[ai], _other(ix.nodes[ai], matmul.output[0]) or ""
+    bias = ix.initializer(bias_name)
+    if bias is None or list(bias.dims) != [weight.dims[1]] or bias.data_type != weight.data_type:
+        return None
+    if normalize_domain(add.domain) != "":
+        return None
+    inputs = [matmul.input[0], matmul.input[1], bias_name]
+    return _Match([i, ai], helper.make_node("MatMulAdd", inputs, [add.output[0]], _names(ix, [i, ai]),
+                                            domain=FUSED_DOMAIN))
+
+
+_PATTERNS = (
+    ("Erf", _match_gelu, MS_DOMAIN),
+    ("Softmax", _match_attention, FUSED_DOMAIN),
+    ("MatMul", _match_linear, FUSED_DOMAIN),
+)
 
 
 def find_matches(graph: onnx.GraphProto, opsets: dict[str, int]) -> list[_Match]:

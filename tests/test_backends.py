@@ -184,9 +184,31 @@ def test_the_package_brings_a_fast_blas_on_linux():
 
     mkl = [c for c in _candidates() if "libmkl_rt" in c]
     assert mkl, "no libmkl_rt under sys.prefix/lib: the mkl dependency is missing"
+    assert _candidates()[0] == mkl[0], "MKL comes first: torch in the same process keeps its kind of BLAS"
     code = ("import numpy as np, transmuter_mlx, mlx.core as mx; from transmuter_mlx._blas import blas_info; "
             "a = np.random.default_rng(0).standard_normal((64, 64)).astype(np.float32); "
             "print(blas_info()['status'], float(np.abs(np.array(mx.array(a) @ mx.array(a)) - a @ a).max()))")
     out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "TRANSMUTER_MLX_BLAS": mkl[0]},
                          capture_output=True, text=True, timeout=120, check=True).stdout.split()
     assert out[0] == "loaded" and float(out[1]) < 1e-3
+
+
+@pytest.mark.skipif(not any(os.path.exists(p) for p in ("/usr/lib/x86_64-linux-gnu/libopenblas.so.0",
+                                                        "/usr/lib/aarch64-linux-gnu/libopenblas.so.0")),
+                    reason="no system OpenBLAS")
+def test_an_openblas_puts_torchs_idle_openmp_workers_to_sleep():
+    """With an OpenBLAS loaded globally, torch's GEMMs run on its pthreads while torch's element-wise ops run on
+    OpenMP workers that spin when idle; the set-up asks them to sleep (transformers decoded 3x slower without)."""
+    import subprocess
+
+    lib = next(p for p in ("/usr/lib/x86_64-linux-gnu/libopenblas.so.0", "/usr/lib/aarch64-linux-gnu/libopenblas.so.0")
+               if os.path.exists(p))
+    code = "import os, transmuter_mlx; from transmuter_mlx._blas import blas_info; print(os.environ.get('OMP_WAIT_POLICY'), blas_info()['status'])"
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"} | {"TRANSMUTER_MLX_BLAS": lib}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120,
+                         check=True).stdout.split()
+    assert out == ["PASSIVE", "loaded"]
+    env["OMP_WAIT_POLICY"] = "ACTIVE"  # a user's own setting stays
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120,
+                         check=True).stdout.split()
+    assert out == ["ACTIVE", "loaded"]

@@ -22,7 +22,7 @@ from transmuter_mlx.converters.ops.fused import scaled_dot_product_attention_1
 ort = pytest.importorskip("onnxruntime")
 
 BACKENDS = ("mlx", "torch")
-FUSED = {"Gelu": "com.microsoft", "ScaledDotProductAttention": "ai.transmuter"}
+FUSED = {"Gelu": "com.microsoft", "ScaledDotProductAttention": "ai.transmuter", "MatMulAdd": "ai.transmuter"}
 rng = np.random.default_rng(0)
 SQRT2 = math.sqrt(2)
 
@@ -222,6 +222,43 @@ def test_sdpa_matches_the_unfused_chain(backend):
     np.testing.assert_allclose(B.to_numpy(fused), B.to_numpy(chain), rtol=0, atol=1e-6)
 
 
+# -- linear layers ----------------------------------------------------------------------------------
+
+
+def linear_model(x_shape, bias_first=False, identity=False, bias_shape=None, extra_reader=False):
+    w = rng.standard_normal((x_shape[-1], 5)).astype(np.float32)
+    b = rng.standard_normal(bias_shape or (5,)).astype(np.float32)
+    inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")]
+    nodes = [oh.make_node("Identity", ["b"], ["b_shared"])] if identity else []
+    bias = "b_shared" if identity else "b"
+    nodes += [oh.make_node("MatMul", ["x", "w"], ["mm"], name="proj/MatMul"),
+              oh.make_node("Add", [bias, "mm"] if bias_first else ["mm", bias], ["y"], name="proj/Add")]
+    outputs = ["y", "mm"] if extra_reader else ["y"]
+    feeds = {"x": rng.standard_normal(x_shape).astype(np.float32)}
+    proto = model(nodes, feeds, outputs)
+    proto.graph.initializer.extend(inits)
+    return proto, feeds
+
+
+@pytest.mark.parametrize("x_shape", [(7, 6), (2, 3, 6), (2, 2, 3, 6)])
+@pytest.mark.parametrize("bias_first", [False, True])
+@pytest.mark.parametrize("identity", [False, True])
+def test_linear_fused(x_shape, bias_first, identity):
+    proto, feeds = linear_model(x_shape, bias_first, identity)
+    check(proto, feeds, ["MatMulAdd"])
+
+
+@pytest.mark.parametrize("case", ["bias 2-D", "extra reader", "vector input"])
+def test_linear_not_fused(case):
+    if case == "vector input":  # fused, but a 1-D x runs as MatMul + Add (addmm needs rows)
+        proto, feeds = linear_model((6,))
+        check(proto, feeds, ["MatMulAdd"])
+        return
+    proto, feeds = linear_model((3, 6), bias_shape=(1, 5) if case == "bias 2-D" else None,
+                                extra_reader=case == "extra reader")
+    check(proto, feeds, [])
+
+
 # -- the MiniLM-shaped BERT fixture ---------------------------------------------------------------
 
 
@@ -238,6 +275,7 @@ def test_minilm_fixture_fused():
         m = tm.load(path, backend=backend)
         ops = fused_ops(m)
         assert ops.count("Gelu") == 6 and ops.count("ScaledDotProductAttention") == 6, (backend, ops)
+        assert ops.count("MatMulAdd") == 36, (backend, ops)  # six linear layers a block, biases via Identity
         assert not any(s.spec.op_type in ("Erf", "Softmax") for s in m.program.steps)
         got = [np.asarray(m.backend.to_numpy(v)) for v in m(feeds).values()]
         for r, g in zip(ref, got):

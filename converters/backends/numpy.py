@@ -180,6 +180,9 @@ class NumpyBackend:
         # ml_dtypes' bfloat16 matmul answers float32: the product keeps its operands' dtype, as on the device
         return out.astype(a.dtype) if a.dtype == b.dtype and out.dtype != a.dtype else out
 
+    def linear(self, x: np.ndarray, weight: np.ndarray, bias: np.ndarray) -> np.ndarray:
+        return self.matmul(x, weight) + bias
+
     def einsum(self, equation: str, *operands: np.ndarray) -> np.ndarray:
         dtypes = {np.asarray(o).dtype for o in operands}
         if len(dtypes) == 1 and dtypes.pop().name == "bfloat16":  # numpy's einsum has no bfloat16 loop

@@ -86,3 +86,11 @@ def scaled_dot_product_attention_1(
     if mask is not None:
         scores = B.add(scores, mask)
     return B.matmul(B.softmax(scores, -1), value)
+
+
+@register("MatMulAdd", 1, FUSED_DOMAIN)
+def matmul_add_1(B: Any, x: Any, weight: Any, bias: Any) -> Any:
+    """``MatMul(x, weight) + bias``: a linear layer (``weight`` 2-D, ``bias`` 1-D of its width)."""
+    if len(B.shape(x)) < 2 or B.dtype(x) != B.dtype(weight) or not np.issubdtype(B.dtype(x), np.floating):
+        return B.add(B.matmul(x, weight), bias)
+    return B.linear(x, weight, bias)
