@@ -212,3 +212,21 @@ def test_an_openblas_puts_torchs_idle_openmp_workers_to_sleep():
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120,
                          check=True).stdout.split()
     assert out == ["ACTIVE", "loaded"]
+
+
+def test_mlx_cpu_keeps_freed_buffers_of_a_model_call():
+    """MLX's CPU allocator caches 32 MB of freed buffers by default, so larger activations were unmapped and
+    page-faulted in at every call; the mlx backend raises the limit on the CPU device unless the user set one."""
+    import subprocess
+
+    code = ("import mlx.core as mx, transmuter_mlx.converters.backends.mlx as m; "
+            "print(mx.default_device() == mx.cpu, mx.set_cache_limit(0), m._cpu_cache_limit())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         check=True).stdout.split()
+    if out[0] == "True":
+        assert int(out[1]) == int(out[2]) >= 256 << 20, out  # a 24 GB machine: 1.5 GB
+    code = ("import mlx.core as mx; mx.set_cache_limit(100 << 20); import transmuter_mlx.converters.backends.mlx; "
+            "print(mx.set_cache_limit(0))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         check=True).stdout.split()
+    assert out == [str(100 << 20)]  # the user's own limit stays

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -36,6 +37,26 @@ _FAST = ("exp", "erf", "tanh", "sigmoid")
 _SQRT1_2 = 0.7071067811865476
 for _name in _FAST:
     _NATIVE.pop(_name)
+
+# MLX's Linux CPU allocator keeps only 32 MB of freed buffers (Metal keeps up to its memory limit), so a
+# larger activation is unmapped after each use and page-faulted in again at the next call: ViT-base at
+# batch 16 took 1.26 M minor faults a call and ran 1.4x slower than with a 2 GB cache. On the CPU device the
+# cache may hold a sixteenth of the machine's memory (at most 4 GB), unless the user set a limit already.
+MLX_CPU_DEFAULT_CACHE_LIMIT = 32 << 20
+
+
+def _cpu_cache_limit() -> int:
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # no sysconf (Windows)
+        memory = 8 << 30
+    return max(MLX_CPU_DEFAULT_CACHE_LIMIT, min(4 << 30, memory // 16))
+
+
+if mx.default_device() == mx.cpu:
+    _previous = mx.set_cache_limit(_cpu_cache_limit())
+    if _previous != MLX_CPU_DEFAULT_CACHE_LIMIT:
+        mx.set_cache_limit(_previous)  # the user's own
 
 
 class MlxBackend:
