@@ -1,12 +1,15 @@
 """Encoder throughput: our mlx and torch backends beside onnxruntime and PyTorch eager.
 
-The model is the all-MiniLM-L6-v2-shaped random BERT fixture (``tests/fixtures``), or any HF
-ONNX repository folder with ``--model``. Each cell is the median of ``--runs`` timed runs after
-a warm-up, in tokens per second, with its ratio to onnxruntime; "first call" is what a user
-waits for the first result: load + convert (+ compile) + run. A backend that fails shows
+The model is a random BERT of a real model's shape (``--shape minilm``: all-MiniLM-L6-v2, 6 layers of
+384; ``--shape bge-base``: BAAI/bge-base-en-v1.5, 12 layers of 768), built offline once, or any HF ONNX
+repository folder with ``--model``. Each backend runs in a process of its own (one engine's BLAS and
+OpenMP threads cannot slow the next, and its peak memory is its own). Each cell is the median of ``--runs``
+timed runs after a warm-up, in tokens per second, with its ratio to onnxruntime; "first call" is what a
+user waits for the first result of a shape: convert (+ compile) + run. A backend that fails shows
 ``error: ...`` in its cell and the others go on.
 
     python benchmarks/encoder.py                      # table, and benchmarks/results/encoder.md
+    python benchmarks/encoder.py --shape bge-base     # benchmarks/results/encoder-bge-base.md
     python benchmarks/encoder.py --json               # the same numbers as JSON on stdout
     python benchmarks/encoder.py --shapes 1x16 --runs 3 --backends mlx,onnxruntime
 """
@@ -17,7 +20,9 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -76,11 +81,13 @@ class Runner:
             import torch
             from transformers import AutoModel
 
-            model = AutoModel.from_pretrained(self.folder).eval()
+            device = "cuda" if torch.cuda.is_available() else "cpu"  # the GPU script's machine
+            model = AutoModel.from_pretrained(self.folder).eval().to(device)
 
             def run(f):
                 with torch.inference_mode():
-                    return model(**{k: torch.from_numpy(v) for k, v in f.items()}).last_hidden_state.numpy()
+                    feeds = {k: torch.from_numpy(v).to(device) for k, v in f.items()}
+                    return model(**feeds).last_hidden_state.cpu().numpy()
 
             self.fn = run
         else:
@@ -101,62 +108,96 @@ def time_cell(runner: Runner, feeds: dict, runs: int, budget_s: float) -> dict:
     return {"median_s": statistics.median(times), "runs": n, "first_call_s": first, "output": out}
 
 
-def bench(args: argparse.Namespace) -> dict:
-    folder = Path(args.model) if args.model else _fixture()
+def run_backend(kind: str, folder: Path, args: argparse.Namespace, outputs: Path) -> dict:
+    """One backend in this process: load, then each shape's cell; outputs saved to ``outputs`` (.npz)."""
     config = json.loads((folder / "config.json").read_text())
-    shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
-    kinds = [b for b in args.backends.split(",") if b]
-    result = {
-        "model": str(folder),
-        "file": args.file,
-        "environment": _environment(),
-        "shapes": {},
-        "load_s": {},
-    }
-    runners, reference = {}, {}
-    for kind in kinds:
-        runner = Runner(kind, folder, args.file)
-        try:
-            t0 = time.perf_counter()
-            runner.load()
-            result["load_s"][kind] = time.perf_counter() - t0
-            runners[kind] = runner
-        except Exception as e:  # noqa: BLE001  (a failing engine is reported in its cells)
-            runners[kind] = error_cell(e, args.verbose)
-    for batch, seq in shapes:
+    result: dict = {"shapes": {}}
+    runner = Runner(kind, folder, args.file)
+    try:
+        t0 = time.perf_counter()
+        runner.load()
+        result["load_s"] = time.perf_counter() - t0
+    except Exception as e:  # noqa: BLE001  (a failing engine is reported in its cells)
+        return {"error": error_cell(e, args.verbose)}
+    saved = {}
+    for batch, seq in shapes_of(args):
         feeds = feeds_for(batch, seq, config.get("vocab_size", 30522))
-        row = {}
-        for kind in kinds:
-            runner = runners[kind]
-            if isinstance(runner, str):
-                row[kind] = {"error": runner}
-                continue
-            try:
-                cell = time_cell(runner, feeds, args.runs, args.budget)
-                out = cell.pop("output")
-                if kind == "onnxruntime":
-                    reference[(batch, seq)] = out
-                cell["tokens_per_s"] = batch * seq / cell["median_s"]
-                row[kind] = cell
-                row[kind]["_out"] = out
-            except Exception as e:  # noqa: BLE001
-                row[kind] = {"error": error_cell(e, args.verbose)}
-        ref = reference.get((batch, seq))
-        for kind, cell in row.items():
-            out = cell.pop("_out", None)
-            if ref is not None and out is not None and kind != "onnxruntime":
-                cell["max_abs_diff_vs_onnxruntime"] = float(np.max(np.abs(out - ref)))
-            base = row.get("onnxruntime", {}).get("tokens_per_s")
-            if base and "tokens_per_s" in cell:
-                cell["ratio_to_onnxruntime"] = cell["tokens_per_s"] / base
-        result["shapes"][f"{batch}x{seq}"] = row
-        print(f"  {batch}x{seq} done", file=sys.stderr, flush=True)
+        try:
+            cell = time_cell(runner, feeds, args.runs, args.budget)
+            saved[f"{batch}x{seq}"] = cell.pop("output")
+            cell["tokens_per_s"] = batch * seq / cell["median_s"]
+            result["shapes"][f"{batch}x{seq}"] = cell
+        except Exception as e:  # noqa: BLE001
+            result["shapes"][f"{batch}x{seq}"] = {"error": error_cell(e, args.verbose)}
+    np.savez(outputs, **saved)
+    result["peak_rss_mb"] = peak_rss_mb()
     return result
 
 
-def _fixture() -> Path:
-    from tests.fixtures import MINILM_BERT, build
+def shapes_of(args: argparse.Namespace) -> list[tuple[int, int]]:
+    return [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]  # type: ignore[misc]
 
+
+def peak_rss_mb() -> float:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / (2**20 if sys.platform == "darwin" else 2**10)
+
+
+def weights_mb(folder: Path, onnx_file: str, kind: str) -> float:
+    files = list(folder.glob("*.safetensors")) if kind == "pytorch" else [
+        folder / "onnx" / onnx_file, *(folder / "onnx").glob(onnx_file + "_data")]
+    return sum(f.stat().st_size for f in files if f.is_file()) / 2**20
+
+
+def bench(args: argparse.Namespace) -> dict:
+    folder = Path(args.model) if args.model else _fixture(args.shape)
+    kinds = [b for b in args.backends.split(",") if b]
+    result = {"model": str(folder), "file": args.file, "environment": _environment(), "shapes": {}, "load_s": {},
+              "peak_rss_mb": {}, "weights_mb": {}}
+    rows: dict[str, dict] = {f"{b}x{s}": {} for b, s in shapes_of(args)}
+    outputs: dict[str, dict] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for kind in kinds:
+            out = Path(tmp) / f"{kind}.npz"
+            cmd = [sys.executable, __file__, "--worker", kind, "--model", str(folder), "--file", args.file,
+                   "--shapes", args.shapes, "--runs", str(args.runs), "--budget", str(args.budget),
+                   "--worker-outputs", str(out)] + (["--verbose"] if args.verbose else [])
+            done = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, timeout=7200)
+            lines = done.stdout.strip().splitlines()
+            got = json.loads(lines[-1]) if done.returncode == 0 and lines else {
+                "error": f"error: worker exited {done.returncode}"}
+            if "error" in got:
+                for row in rows.values():
+                    row[kind] = {"error": got["error"]}
+                continue
+            result["load_s"][kind] = got["load_s"]
+            result["peak_rss_mb"][kind] = got["peak_rss_mb"]
+            result["weights_mb"][kind] = weights_mb(folder, args.file, kind)
+            with np.load(out) as saved:
+                outputs[kind] = {k: saved[k] for k in saved.files}
+            for shape, cell in got["shapes"].items():
+                rows[shape][kind] = cell
+            print(f"  {kind} done", file=sys.stderr, flush=True)
+    for shape, row in rows.items():
+        ref = outputs.get("onnxruntime", {}).get(shape)
+        base = row.get("onnxruntime", {}).get("tokens_per_s")
+        for kind, cell in row.items():
+            out = outputs.get(kind, {}).get(shape)
+            if ref is not None and out is not None and kind != "onnxruntime":
+                cell["max_abs_diff_vs_onnxruntime"] = float(np.max(np.abs(out - ref)))
+            if base and "tokens_per_s" in cell:
+                cell["ratio_to_onnxruntime"] = cell["tokens_per_s"] / base
+        result["shapes"][shape] = row
+    return result
+
+
+def _fixture(shape: str) -> Path:
+    from tests.fixtures import MINILM_BERT, build
+    from tests.fixtures.bert import BertSpec
+
+    if shape == "bge-base":  # BAAI/bge-base-en-v1.5's config.json: 12 layers of 768, 12 heads, MLP 3072
+        return build(BertSpec("bert-bge-base", 768, 12, 12, 3072, 30522, 512))
     return build(MINILM_BERT)
 
 
@@ -171,7 +212,8 @@ def markdown(result: dict) -> str:
         "# Encoder benchmark",
         "",
         f"Model: `{result['model']}` (`onnx/{result['file']}`). Throughput in tokens/s (median), "
-        "ratio to onnxruntime in brackets; first call = that shape's first run (ours: convert + compile).",
+        "ratio to onnxruntime in brackets; first call = that shape's first run (ours: convert + compile). "
+        "Each backend ran in a process of its own; peak memory is that process's peak resident set.",
         "",
         f"Machine: {env['machine']}, {env['cpus']} CPUs (load average {env['load_average_1min']} at start), "
         f"Python {env['python']}; mlx {env.get('mlx')}, "
@@ -199,6 +241,9 @@ def markdown(result: dict) -> str:
     ]
     load = result["load_s"]
     lines.append("| load | " + " | ".join(f"{load[k]:.2f}" if k in load else "-" for k in kinds) + " |")
+    for key, label in (("weights_mb", "weights MB"), ("peak_rss_mb", "peak memory MB (process)")):
+        values = result.get(key, {})
+        lines.append(f"| {label} | " + " | ".join(f"{values[k]:.0f}" if k in values else "-" for k in kinds) + " |")
     for shape, row in result["shapes"].items():
         lines.append(
             f"| {shape} | "
@@ -220,7 +265,11 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument("--model", help="an HF ONNX repository folder (default: the MiniLM-shaped fixture)")
+    p.add_argument("--model", help="an HF ONNX repository folder (default: the --shape fixture)")
+    p.add_argument("--shape", default="minilm", choices=("minilm", "bge-base"),
+                   help="the random BERT to build and run when no --model is given")
+    p.add_argument("--worker", help=argparse.SUPPRESS)  # one backend, in the process bench() starts
+    p.add_argument("--worker-outputs", help=argparse.SUPPRESS)
     p.add_argument(
         "--file", default="model.onnx", help="the ONNX file under onnx/ (model_quantized.onnx, model_q4.onnx)"
     )
@@ -233,11 +282,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", action="store_true", help="print the results as JSON instead of the table")
     p.add_argument(
         "--output",
-        default=str(ROOT / "benchmarks" / "results" / "encoder.md"),
-        help="markdown file ('' for none)",
+        default=None,
+        help="markdown file ('' for none; default benchmarks/results/encoder.md, or encoder-SHAPE.md)",
     )
     p.add_argument("--verbose", action="store_true", help="print tracebacks of failing engines")
     args = p.parse_args(argv)
+    if args.worker:
+        print(json.dumps(run_backend(args.worker, Path(args.model), args, Path(args.worker_outputs))))
+        return 0
+    if args.output is None:
+        args.output = str(ROOT / "benchmarks" / "results" / (
+            "encoder.md" if args.shape == "minilm" or args.model else f"encoder-{args.shape}.md"))
     result = bench(args)
     text = markdown(result)
     if args.output:

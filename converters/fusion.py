@@ -8,8 +8,8 @@ backends have one kernel for each (``B.gelu``, ``B.sdpa``). ``fuse`` finds these
   constants equal to the named values in their own dtype -> ``com.microsoft::Gelu``.
 - Attention: ``MatMul(Q, K^T)`` (each operand optionally ``Mul``/``Div`` by a host scalar, K^T
   optionally a ``Transpose``) -> optional ``Mul``/``Div`` of the scores by a host scalar ->
-  optional ``Add(mask)`` -> ``Softmax(axis=-1)`` -> ``MatMul(., V)`` ->
-  ``ai.transmuter::ScaledDotProductAttention`` (``converters/ops/fused.py``), which runs
+  optional ``Add(mask)`` -> ``Softmax(axis=-1)`` -> optional ``Where(IsNaN(p), 0, p)`` -> ``MatMul(., V)``
+  -> ``ai.transmuter::ScaledDotProductAttention`` (``converters/ops/fused.py``), which runs
   ``B.sdpa`` when the run-time shapes make it the same computation and the chain otherwise.
 - Linear layers: ``MatMul(x, W)`` -> ``Add(b)`` with a 2-D weight and a 1-D bias of its width, both
   initializers -> ``ai.transmuter::MatMulAdd``, which runs ``B.linear`` (torch's ``addmm``: the bias
@@ -221,14 +221,33 @@ def _scaled_operand(ix: _Index, name: str, reader: int) -> tuple[str, str, int, 
     return name, "", 0, []
 
 
+def _nan_guard(ix: _Index, probs: str) -> tuple[str, list[int]]:
+    """``Where(IsNaN(p), 0, p)`` after the softmax (optimum's decoders zero fully masked rows so): its
+    output and nodes, or ``probs`` itself and none."""
+    readers = ix.readers.get(probs, [])
+    if len(readers) != 2 or probs in ix.pinned:
+        return probs, []
+    nodes = {ix.nodes[j].op_type: j for j in readers}
+    ni, wi = nodes.get("IsNaN"), nodes.get("Where")
+    if ni is None or wi is None or ix.only_reader(ix.nodes[ni].output[0]) != wi:
+        return probs, []
+    where = ix.nodes[wi]
+    if list(where.input[::2]) != [ix.nodes[ni].output[0], probs] or not ix.is_const(where.input[1], 0.0):
+        return probs, []
+    if any(normalize_domain(ix.nodes[j].domain) != "" for j in (ni, wi)):
+        return probs, []
+    return where.output[0], [ni, wi]
+
+
 def _match_attention(ix: _Index, i: int) -> _Match | None:
     softmax = ix.nodes[i]
     axis = next((a.i for a in softmax.attribute if a.name == "axis"), -1 if ix.opsets.get("", 1) >= 13 else 1)
-    oi = ix.only_reader(softmax.output[0])
+    probs, guard = _nan_guard(ix, softmax.output[0])
+    oi = ix.only_reader(probs)
     out = ix.nodes[oi] if oi is not None else None
-    if axis != -1 or out is None or out.op_type != "MatMul" or list(out.input).index(softmax.output[0]) != 0:
+    if axis != -1 or out is None or out.op_type != "MatMul" or list(out.input).index(probs) != 0:
         return None
-    scores, reader, mask, removed = softmax.input[0], i, "", [i, oi]
+    scores, reader, mask, removed = softmax.input[0], i, "", [i, oi, *guard]
     ai, add = ix.node(scores, "Add")
     if add is not None and ix.exclusive(scores, i):
         for j in (0, 1):  # the mask is the operand that is not the scores chain
@@ -258,6 +277,7 @@ def _match_attention(ix: _Index, i: int) -> _Match | None:
         return None
     inputs = [query, key, out.input[1], mask, query_factor, key_factor, score_factor]
     attrs = {"divide": [query_div, key_div, score_div]} | ({"key_perm": key_perm} if key_perm else {})
+    attrs |= {"nan_to_zero": 1} if guard else {}
     removed = sorted(removed)
     name = _names(ix, removed)
     node = helper.make_node(

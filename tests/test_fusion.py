@@ -161,6 +161,22 @@ def test_attention_without_mask_or_scale():
     check(model(nodes, feeds, ["y"]), feeds, ["ScaledDotProductAttention"])
 
 
+def test_attention_with_optimums_nan_guard():
+    """optimum's decoders zero fully masked rows: Where(IsNaN(p), 0, p) between the Softmax and the MatMul."""
+    feeds = attention_feeds()
+    feeds["mask"][0, ..., :] = -np.inf  # a fully masked row: NaN probabilities, zeroed by the guard
+    nodes = attention_nodes("div")
+    nodes[-1].input[0] = "p0"
+    nodes[-1:-1] = [const("zero", 0.0), oh.make_node("IsNaN", ["p"], ["nan"], name="isnan"),
+                    oh.make_node("Where", ["nan", "zero", "p"], ["p0"], name="where")]
+    check(model(nodes, feeds, ["y"]), feeds, ["ScaledDotProductAttention"])
+    ref = ort.InferenceSession(model(nodes, feeds, ["y"]).SerializeToString(),
+                               providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    assert np.all(ref[0] == 0) and np.isfinite(ref).all()  # what the fused node reproduces
+    nodes[-2].input[1] = "p"  # Where(IsNaN(p), p, p): not the guard, so no fusion
+    check(model(nodes, feeds, ["y"]), feeds, [])
+
+
 def test_attention_optimum_form_with_scale_from_shapes():
     """transformers' current export: K (b, s, h, d) transposed straight to K^T, sqrt(1/sqrt(d))
     multiplied into Q and K^T, the factor computed from Q's shape."""

@@ -68,24 +68,32 @@ def scaled_dot_product_attention_1(
     *,
     key_perm: tuple[int, ...] = (),
     divide: tuple[int, ...] = (0, 0, 0),
+    nan_to_zero: int = 0,
 ) -> Any:
     """``Softmax(scale(query) @ scale(Transpose(key, key_perm)) scaled + mask, -1) @ value``.
 
     The chain an exporter writes for attention: ``key_perm`` is the perm of the Transpose that made
     K^T (none: ``key`` is K^T already); the three factors (host scalars: constants, or computed from
-    shapes) multiply, or divide where ``divide`` says so, the query, K^T and the scores.
+    shapes) multiply, or divide where ``divide`` says so, the query, K^T and the scores. ``nan_to_zero``: the
+    probabilities went through ``Where(IsNaN(p), 0, p)``, so a fully masked row attends to nothing (zeros).
     """
     factors = [query_factor, key_factor, score_factor]
     if len(B.shape(key)) == 4:
         k = B.transpose(key, _swap_last(list(key_perm) or [0, 1, 2, 3]))
         if _sdpa_applies(B, query, k, value, mask, factors):
-            return B.sdpa(query, k, value, _scale(factors, divide), mask)
+            out = B.sdpa(query, k, value, _scale(factors, divide), mask)
+            return _zero_nan(B, out) if nan_to_zero else out
     kt = B.transpose(key, list(key_perm)) if key_perm else key
     scores = B.matmul(_scaled(B, query, query_factor, divide[0]), _scaled(B, kt, key_factor, divide[1]))
     scores = _scaled(B, scores, score_factor, divide[2])
     if mask is not None:
         scores = B.add(scores, mask)
-    return B.matmul(B.softmax(scores, -1), value)
+    probs = B.softmax(scores, -1)
+    return B.matmul(_zero_nan(B, probs) if nan_to_zero else probs, value)
+
+
+def _zero_nan(B: Any, x: Any) -> Any:
+    return B.where(B.isnan(x), B.zeros((), B.dtype(x)), x)
 
 
 @register("MatMulAdd", 1, FUSED_DOMAIN)
