@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import platform
+import sys
 import traceback
 from collections.abc import Iterable
 
@@ -29,3 +30,10 @@ def environment(packages: Iterable[str]) -> dict:
         except Exception:  # noqa: BLE001 - a missing package is reported as None
             env[name] = None
     return env
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident memory in MB (``ru_maxrss`` is KiB on Linux, bytes on macOS)."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / (2**20 if sys.platform == "darwin" else 2**10)

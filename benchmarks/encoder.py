@@ -33,7 +33,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import numpy as np  # noqa: E402
-from _report import environment, error_cell  # noqa: E402
+from _report import environment, error_cell, peak_rss_mb  # noqa: E402
 
 import transmuter_mlx as tm  # noqa: E402  (first: it sets up the BLAS before mlx.core loads)
 
@@ -138,10 +138,6 @@ def shapes_of(args: argparse.Namespace) -> list[tuple[int, int]]:
     return [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]  # type: ignore[misc]
 
 
-def peak_rss_mb() -> float:
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / (2**20 if sys.platform == "darwin" else 2**10)
 
 
 def weights_mb(folder: Path, onnx_file: str, kind: str) -> float:

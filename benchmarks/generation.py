@@ -23,6 +23,7 @@ reads. An engine that fails shows ``error: ...`` in its cells and the others go 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import platform
@@ -43,6 +44,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import numpy as np  # noqa: E402
 
 import transmuter_mlx as tm  # noqa: E402  (first: it sets up the BLAS before mlx.core loads)
+from benchmarks._report import peak_rss_mb  # noqa: E402
 
 GENAI_PYTHON = ROOT / ".cache" / "venv-genai" / "bin" / "python"
 ENGINES = ("mlx:q4", "torch:q4", "mlx:fp32", "torch:fp32", "genai", "transformers")
@@ -61,20 +63,7 @@ folder, ids, batch, new, runs = sys.argv[1], json.loads(sys.argv[2]), *map(int, 
 t0 = time.perf_counter()
 model = og.Model(folder)
 load_s = time.perf_counter() - t0
-def round_():
-    t0 = time.perf_counter()
-    for i in range(0, len(ids), batch):
-        rows = np.asarray(ids[i:i + batch], np.int32)
-        params = og.GeneratorParams(model)
-        length = rows.shape[1] + new
-        params.set_search_options(do_sample=False, max_length=length, min_length=length, batch_size=len(rows))
-        gen = og.Generator(model, params)
-        gen.append_tokens(rows)
-        while not gen.is_done():
-            gen.generate_next_token()
-    return time.perf_counter() - t0
-def first(rows, new):
-    t0 = time.perf_counter()
+def generate(rows, new):
     params = og.GeneratorParams(model)
     length = rows.shape[1] + new
     params.set_search_options(do_sample=False, max_length=length, min_length=length, batch_size=len(rows))
@@ -82,6 +71,14 @@ def first(rows, new):
     gen.append_tokens(rows)
     while not gen.is_done():
         gen.generate_next_token()
+def round_():
+    t0 = time.perf_counter()
+    for i in range(0, len(ids), batch):
+        generate(np.asarray(ids[i:i + batch], np.int32), new)
+    return time.perf_counter() - t0
+def first(rows, new):
+    t0 = time.perf_counter()
+    generate(rows, new)
     return time.perf_counter() - t0
 latency = {"load_s": load_s}
 if batch == 1:
@@ -166,6 +163,7 @@ def ours(backend: str, folder: Path, texts: list[str], batch: int, new: int) -> 
             raise RuntimeError(f"made {sum(outputs)} tokens, expected {new * len(texts)}")
         return time.perf_counter() - t0
 
+    round_.close = serving.close  # type: ignore[attr-defined]  (its thread holds the pipeline and its weights)
     return round_
 
 
@@ -281,6 +279,9 @@ def worker(engine: str, a: argparse.Namespace) -> dict:
             round_()
             warmup = time.perf_counter() - t0
             seconds = statistics.median(round_() for _ in range(a.runs))
+            getattr(round_, "close", lambda: None)()
+            del round_
+            gc.collect()  # one batch size's pipeline at a time: the peak memory is one pipeline's
             out["batches"][str(batch)] = {"tokens_per_s": total / seconds, "seconds": seconds, "warmup_s": warmup}
         except Exception as error:  # an error cell; the other batch sizes go on
             out["batches"][str(batch)] = {"error": short(error)}
@@ -416,10 +417,6 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def peak_rss_mb() -> float:
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / (2**20 if sys.platform == "darwin" else 2**10)
 
 
 if __name__ == "__main__":
