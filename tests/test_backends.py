@@ -184,7 +184,6 @@ def test_the_package_brings_a_fast_blas_on_linux():
 
     mkl = [c for c in _candidates() if "libmkl_rt" in c]
     assert mkl, "no libmkl_rt under sys.prefix/lib: the mkl dependency is missing"
-    assert _candidates()[0] == mkl[0], "MKL comes first: torch in the same process keeps its kind of BLAS"
     code = ("import numpy as np, transmuter_mlx, mlx.core as mx; from transmuter_mlx._blas import blas_info; "
             "a = np.random.default_rng(0).standard_normal((64, 64)).astype(np.float32); "
             "print(blas_info()['status'], float(np.abs(np.array(mx.array(a) @ mx.array(a)) - a @ a).max()))")

@@ -8,15 +8,14 @@ library that exports them and is loaded with ``RTLD_GLOBAL`` *before* ``mlx.core
 every GEMM and LAPACK call. That needs no ``LD_PRELOAD`` and no restart: ``ctypes.CDLL(path,
 RTLD_GLOBAL)`` from Python is enough, as long as it happens first (``libmlx.so`` binds now).
 
-Candidates, in order: ``TRANSMUTER_MLX_BLAS`` (a library path, or ``off``), Intel MKL from the ``mkl``
-wheel (a dependency of the package on Linux x86-64, so ``pip install transmuter-mlx`` brings a fast BLAS),
-a system OpenBLAS (Debian/Ubuntu ``libopenblas0-pthread``, Fedora ``openblas``; Linux on ARM).
+Candidates, in order: ``TRANSMUTER_MLX_BLAS`` (a library path, or ``off``), a system OpenBLAS
+(Debian/Ubuntu ``libopenblas0-pthread``, Fedora ``openblas``), Intel MKL from the ``mkl`` wheel (a
+dependency of the package on Linux x86-64, so ``pip install transmuter-mlx`` brings a fast BLAS).
 
 The library lands in the global scope, so PyTorch in the same process calls it too (``libtorch_cpu.so``
-binds ``sgemm_`` lazily, and the global scope comes first). MKL is what torch's own GEMMs are, and it
-decodes faster here; an OpenBLAS's pthreads instead fight torch's spinning OpenMP workers for the cores
-(transformers decoded 3x slower), so with OpenBLAS torch's workers are made to sleep when idle
-(``OMP_WAIT_POLICY=PASSIVE``, unless set, and only while torch is not loaded yet).
+binds ``sgemm_`` lazily, and the global scope comes first). An OpenBLAS's pthreads then fight torch's
+spinning OpenMP workers for the cores (transformers decoded 3x slower), so with an OpenBLAS torch's workers
+are made to sleep when idle (``OMP_WAIT_POLICY=PASSIVE``, unless set, and only while torch is not loaded).
 The PyPI ``scipy-openblas32``/``64`` wheels and numpy's bundled OpenBLAS prefix their symbols
 (``scipy_cblas_sgemm``), so they cannot stand in. macOS uses Accelerate and is left alone.
 
@@ -45,14 +44,14 @@ _info: dict[str, object] = {"platform": sys.platform, "library": None, "status":
 
 
 def _candidates() -> list[str]:
-    found = []  # MKL first: torch in the same process keeps its kind of BLAS (docs/performance.md)
-    prefixes = {sys.prefix, sys.base_prefix, os.environ.get("CONDA_PREFIX", "")}
-    for prefix in filter(None, prefixes):  # the mkl wheel, a dependency on Linux x86-64
-        found += sorted(glob.glob(os.path.join(prefix, "lib", "libmkl_rt.so*")))
+    found = []  # a system OpenBLAS first (installed on purpose; MLX decodes batches faster on it here), then MKL
     name = ctypes.util.find_library("openblas")
     if name:
         found.append(name)
     found += [p for p in _SYSTEM_OPENBLAS if os.path.exists(p)]
+    prefixes = {sys.prefix, sys.base_prefix, os.environ.get("CONDA_PREFIX", "")}
+    for prefix in filter(None, prefixes):  # the mkl wheel, a dependency on Linux x86-64
+        found += sorted(glob.glob(os.path.join(prefix, "lib", "libmkl_rt.so*")))
     return list(dict.fromkeys(found))
 
 
