@@ -138,8 +138,6 @@ def shapes_of(args: argparse.Namespace) -> list[tuple[int, int]]:
     return [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]  # type: ignore[misc]
 
 
-
-
 def weights_mb(folder: Path, onnx_file: str, kind: str) -> float:
     files = list(folder.glob("*.safetensors")) if kind == "pytorch" else [
         folder / "onnx" / onnx_file, *(folder / "onnx").glob(onnx_file + "_data")]

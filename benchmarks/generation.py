@@ -313,9 +313,9 @@ def measure(engine: str, a: argparse.Namespace, data: dict) -> dict:
                     str(a.prompt_tokens), "--prefill-tokens", str(a.prefill_tokens), "--runs", str(a.runs)]
             done = subprocess.run(args, stdout=subprocess.PIPE, text=True, timeout=7200)
             lines = done.stdout.strip().splitlines()
-            if done.returncode or len(lines) < 2:
+            if done.returncode or not lines:
                 raise RuntimeError(f"worker exited {done.returncode}" + (f": {lines[-1]}" if lines else ""))
-            out = {**json.loads(lines[-2]), **json.loads(lines[-1])}
+            out = json.loads(lines[-1])
         out["weights_mb"] = weights_mb(engine, data["folders"])
         if out.get("ttft_s"):
             out["prefill_tokens_per_s"] = a.prefill_tokens / out["ttft_s"]
@@ -393,8 +393,7 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     a.batch_list = [int(b) for b in a.batches.split(",")]
     if a.worker:
-        print(json.dumps(worker(a.worker, a)))
-        print(json.dumps({"peak_rss_mb": peak_rss_mb()}))
+        print(json.dumps({**worker(a.worker, a), "peak_rss_mb": peak_rss_mb()}))
         return 0
     if a.output is None:
         a.output = str(ROOT / "benchmarks" / "results" / ("generation.md" if a.shape == "tiny"
@@ -406,7 +405,7 @@ def main(argv: list[str] | None = None) -> int:
     data = inputs(a)
     results = {engine: measure(engine, a, data) for engine in engines}
     if a.json:
-        print(json.dumps({"results": results, "options": {k: v for k, v in vars(a).items()}}, indent=1))
+        print(json.dumps({"results": results, "options": vars(a)}, indent=1))
     else:
         print(table(results, a.batch_list, a))
     if a.output:
@@ -415,8 +414,6 @@ def main(argv: list[str] | None = None) -> int:
                                   + (f" --shape {a.shape}" if a.shape != "tiny" else "") + "`.\n\n"
                                   + table(results, a.batch_list, a))
     return 0
-
-
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ import sys
 import numpy as np
 import pytest
 
+from transmuter_mlx import _blas
 from transmuter_mlx.converters.backends import get_backend
 
 DEVICE = ["mlx", "torch"]
@@ -192,18 +193,17 @@ def test_the_package_brings_a_fast_blas_on_linux():
     assert out[0] == "loaded" and float(out[1]) < 1e-3
 
 
-@pytest.mark.skipif(not any(os.path.exists(p) for p in ("/usr/lib/x86_64-linux-gnu/libopenblas.so.0",
-                                                        "/usr/lib/aarch64-linux-gnu/libopenblas.so.0")),
-                    reason="no system OpenBLAS")
+SYSTEM_OPENBLAS = next((p for p in _blas._SYSTEM_OPENBLAS if os.path.exists(p)), None)
+
+
+@pytest.mark.skipif(SYSTEM_OPENBLAS is None, reason="no system OpenBLAS")
 def test_an_openblas_puts_torchs_idle_openmp_workers_to_sleep():
     """With an OpenBLAS loaded globally, torch's GEMMs run on its pthreads while torch's element-wise ops run on
     OpenMP workers that spin when idle; the set-up asks them to sleep (transformers decoded 3x slower without)."""
     import subprocess
 
-    lib = next(p for p in ("/usr/lib/x86_64-linux-gnu/libopenblas.so.0", "/usr/lib/aarch64-linux-gnu/libopenblas.so.0")
-               if os.path.exists(p))
     code = "import os, transmuter_mlx; from transmuter_mlx._blas import blas_info; print(os.environ.get('OMP_WAIT_POLICY'), blas_info()['status'])"
-    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"} | {"TRANSMUTER_MLX_BLAS": lib}
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"} | {"TRANSMUTER_MLX_BLAS": SYSTEM_OPENBLAS}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120,
                          check=True).stdout.split()
     assert out == ["PASSIVE", "loaded"]
