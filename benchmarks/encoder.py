@@ -190,9 +190,47 @@ def _fixture(shape: str) -> Path:
     from tests.fixtures import MINILM_BERT, build
     from tests.fixtures.bert import BertSpec
 
-    if shape == "bge-base":  # BAAI/bge-base-en-v1.5's config.json: 12 layers of 768, 12 heads, MLP 3072
-        return build(BertSpec("bert-bge-base", 768, 12, 12, 3072, 30522, 512))
-    return build(MINILM_BERT)
+    # BAAI/bge-base-en-v1.5's config.json: 12 layers of 768, 12 heads, MLP 3072
+    spec = BertSpec("bert-bge-base", 768, 12, 12, 3072, 30522, 512) if shape == "bge-base" else MINILM_BERT
+    try:
+        import optimum.exporters.onnx  # noqa: F401
+    except ImportError:  # the GPU machine: transformers 5, which optimum-onnx does not support
+        return _exported_by_torch(spec)
+    return build(spec)
+
+
+def _exported_by_torch(spec) -> Path:
+    """The spec's random BertModel (safetensors) and its ONNX export by ``torch.onnx`` (the TorchScript exporter)."""
+    import torch
+    import transformers
+
+    folder = ROOT / ".cache" / "fixtures" / f"{spec.name}-torch-{torch.__version__}"
+    if (folder / "onnx" / "model.onnx").is_file():
+        return folder
+    torch.manual_seed(spec.seed)
+    config = transformers.BertConfig(
+        vocab_size=spec.vocab_size, hidden_size=spec.hidden_size, num_hidden_layers=spec.num_hidden_layers,
+        num_attention_heads=spec.num_attention_heads, intermediate_size=spec.intermediate_size,
+        max_position_embeddings=spec.max_position_embeddings)
+    model = transformers.BertModel(config).eval()
+    model.save_pretrained(folder)
+
+    class LastHiddenState(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bert = model
+
+        def forward(self, input_ids, attention_mask, token_type_ids):
+            return self.bert(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)[0]
+
+    names = ["input_ids", "attention_mask", "token_type_ids"]
+    ids = torch.ones(2, 16, dtype=torch.long)
+    (folder / "onnx").mkdir(exist_ok=True)
+    torch.onnx.export(LastHiddenState().eval(), (ids, torch.ones_like(ids), torch.zeros_like(ids)),
+                      str(folder / "onnx" / "model.onnx"), input_names=names, output_names=["last_hidden_state"],
+                      dynamic_axes={n: {0: "batch", 1: "sequence"} for n in [*names, "last_hidden_state"]},
+                      opset_version=17, dynamo=False)
+    return folder
 
 
 def _environment() -> dict:

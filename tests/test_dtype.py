@@ -149,6 +149,26 @@ def assert_computes_in(model: Any, dtype: str, feeds: dict[str, Any], allowed: C
     assert all(allowed(name) for _, name in float32), float32
 
 
+
+def assert_same_token_labels(float32_pipe: Any, text: str, reference: Any, result: Any, tolerance: float,
+                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Token by token: each score is float32's probability of the label the dtype chose, and that label is float32's
+    best or within ``tolerance`` of it. The random-weight NER fixture's nine labels score ~0.3 at best, so near ties
+    flip a label between BLAS builds (B-PER 0.2338 vs I-PER 0.2324 once); a label that is not a near tie may not."""
+    feeds = spy_feeds(float32_pipe, lambda: float32_pipe(text), monkeypatch)
+    logits = np.asarray(float32_pipe.model.backend.to_numpy(float32_pipe.model(feeds)["logits"]), np.float64)[0]
+    probabilities = np.exp(logits - logits.max(-1, keepdims=True))
+    probabilities /= probabilities.sum(-1, keepdims=True)
+    label_id = {label: i for i, label in float32_pipe.args.id2label.items()}
+    (reference,), (result,) = reference, result
+    assert len(reference["entities"]) == len(result["entities"]) > 0
+    for want, got in zip(reference["entities"], result["entities"], strict=True):
+        assert [want[k] for k in ("index", "word", "start", "end")] == [got[k] for k in ("index", "word", "start", "end")]
+        assert abs(want["score"] - probabilities[want["index"], label_id[want["label"]]]) <= 1e-5, want
+        chosen = probabilities[got["index"], label_id[got["label"]]]
+        assert isinstance(got["score"], float) and abs(got["score"] - chosen) <= tolerance, (want, got, chosen)
+        assert chosen >= want["score"] - tolerance, (want, got, chosen)
+
 # ---------------------------------------------------------------------------------------------------- the option
 def test_dtype_spellings() -> None:
     import mlx.core as mx
@@ -201,9 +221,12 @@ TEXT_CASES = [
 def test_text_tasks(task: str, fixture: str, inputs: list, options: dict, backend: str, dtype: str,
                     monkeypatch: pytest.MonkeyPatch) -> None:
     folder = build_text(fixture)
-    _, reference = run(task, folder, backend, None, inputs, **options)
+    float32_pipe, reference = run(task, folder, backend, None, inputs, **options)
     pipe, result = run(task, folder, backend, dtype, inputs, **options)
-    assert_close(reference, result, SCORE_TOLERANCE[dtype], EMBEDDING_COSINE[dtype])
+    if task == "token-classification":
+        assert_same_token_labels(float32_pipe, inputs[0], reference, result, SCORE_TOLERANCE[dtype], monkeypatch)
+    else:
+        assert_close(reference, result, SCORE_TOLERANCE[dtype], EMBEDDING_COSINE[dtype])
     feeds = spy_feeds(pipe, lambda: pipe(inputs[0]), monkeypatch)
     assert_computes_in(pipe.model, dtype, feeds, mask_arithmetic)
 
