@@ -9,6 +9,8 @@
 #   benchmarks/gpu.sh fetch                          # here: .whl/a and .whl/b (git-ignored)
 #   device run, carry [".whl/a"]:  benchmarks/gpu.sh torch   # mlx (CPU) + part 1 stashed; torch-CUDA tests
 #   device run, carry [".whl/b"]:  benchmarks/gpu.sh mlx     # at once (a machine stays warm 30 s): mlx-cuda
+#   (`stash` instead of `torch` stashes part 1 alone; GPU_BENCH=0 skips the benchmark, GPU_TESTS_S=240 gives the
+#   tests more time)
 #
 # `torch`: our torch backend on CUDA (the ONNX node suite and the backend/primitive tests, mlx on the CPU
 #   beside it) -> $OUT/tests-torch-cuda.log; the MiniLM-shaped BERT built into .cache/ for the second call.
@@ -41,6 +43,9 @@ fetch)
     cp .whl/tmp/mlx-*.whl .whl/b/ && mv .whl/tmp/mlx-*.whl .whl/tmp/mlx_cpu-*.whl .whl/a/ && rm -rf .whl/tmp
     du -sh .whl/a .whl/b
     ;;
+stash)  # part 1 only (a fresh machine for a second `mlx`)
+    mkdir -p .stash && cp .whl/a/part-aa .stash/
+    ;;
 torch)
     mkdir -p .stash && cp .whl/a/part-aa .stash/
     python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site-cpu .whl/a/*.whl
@@ -59,13 +64,18 @@ mlx)
     export PYTHONPATH=/tmp/site-cuda:$PWD
     machine
     set +e
-    timeout 200 python3 benchmarks/encoder.py --shapes 1x16,8x128,32x128 --runs 5 --budget 20 \
-        --output "$OUT/encoder-gpu.md" 2>&1 | tail -30
-    timeout 150 python3 -m pytest -q -p no:cacheprovider -rfE -k mlx "${TESTS[@]}" > "$OUT/tests-mlx-cuda.log" 2>&1
+    if [ "${GPU_BENCH:-1}" = 1 ]; then
+        timeout 200 python3 benchmarks/encoder.py --shapes 1x16,8x128,32x128 --runs 5 --budget 20 \
+            --output "$OUT/encoder-gpu.md" 2>&1 | tail -30
+    fi
+    # mlx-cuda compiles each case's kernels on first use (~0.8 s a case): 16 workers where pytest-xdist is
+    parallel=(); python3 -c "import xdist" 2>/dev/null && parallel=(-n 16)
+    timeout "${GPU_TESTS_S:-150}" python3 -m pytest -q -p no:cacheprovider -rfE "${parallel[@]}" -k mlx "${TESTS[@]}" \
+        > "$OUT/tests-mlx-cuda.log" 2>&1
     tail -15 "$OUT/tests-mlx-cuda.log"
     ;;
 *)
-    echo "usage: benchmarks/gpu.sh fetch|torch|mlx" >&2
+    echo "usage: benchmarks/gpu.sh fetch|stash|torch|mlx" >&2
     exit 2
     ;;
 esac

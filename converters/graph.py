@@ -252,7 +252,7 @@ class Interpreter:
                 with np.errstate(all="ignore"):
                     out = spec.fn(B, *call_args, **kwargs)
             else:
-                out = spec.fn(B, *call_args, **kwargs)
+                out = call_op(spec.fn, B, call_args, kwargs)
         except ConverterError as e:
             if isinstance(e, DynamicShapeError | OpError):
                 raise
@@ -361,6 +361,18 @@ def _to_device(a: Any, B: Backend) -> Any:
 
 def _has_data(v: Any) -> bool:
     return any(_has_data(x) for x in v) if isinstance(v, list) else v is not None
+
+
+def call_op(fn: Any, B: Backend, args: Sequence[Any], attrs: Mapping[str, Any]) -> Any:
+    """``fn(B, *args, **attrs)``; once more in ``B.retry_place(error)`` where the backend has one for its error."""
+    try:
+        return fn(B, *args, **attrs)
+    except Exception as e:
+        place = B.retry_place(e)
+        if place is None:
+            raise
+        with place:
+            return fn(B, *args, **attrs)
 
 
 def _describe(args: Sequence[Any]) -> str:
@@ -520,7 +532,7 @@ class Executable:
                 outs = self._interp.run_step(step, args, collections.ChainMap(env, self._host_env))
             else:
                 try:
-                    out = spec.fn(B, *args, **step.attrs)
+                    out = call_op(spec.fn, B, args, step.attrs)
                 except Exception as e:
                     raise OpError(f"node {step.label} with inputs {_describe(args)}: {type(e).__name__}: {e}") from e
                 outs = out if isinstance(out, tuple) else (out,)

@@ -229,3 +229,69 @@ def test_mlx_cpu_keeps_freed_buffers_of_a_model_call():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                          check=True).stdout.split()
     assert out == [str(100 << 20)]  # the user's own limit stays
+
+
+
+def test_mlx_float32_stays_float32_on_gpus_with_tf32():
+    """MLX_ENABLE_TF32 defaults to 1 (CUDA, Apple M5: float32 matmuls in TF32); the mlx backend sets it to 0 so
+    float32 models compute as transformers does, unless the user set it."""
+    import subprocess
+
+    code = ("import os; from transmuter_mlx.converters.backends import get_backend; get_backend('mlx'); "
+            "print(os.environ.get('MLX_ENABLE_TF32'))")
+    env = {k: v for k, v in os.environ.items() if k != "MLX_ENABLE_TF32"}
+    run = lambda env: subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,  # noqa: E731
+                                     timeout=120, check=True).stdout.split()
+    assert run(env) == ["0"]
+    assert run(env | {"MLX_ENABLE_TF32": "1"}) == ["1"]  # the user's own choice stays
+
+def test_mlx_float64_op_runs_again_on_the_cpu_stream(monkeypatch):
+    """MLX's GPUs (Metal, CUDA) raise for a float64 op: it runs again on the CPU stream (on an H200 the ONNX node
+    suite's 60 double cases failed so). Here on the CPU device, the GPU is stood in for by ``default_device``."""
+    import mlx.core as mx
+
+    from transmuter_mlx.converters.graph import call_op
+
+    B = get_backend("mlx")
+    gpu_error = ValueError("[exp] float64 is not supported on the GPU")
+    assert B.retry_place(gpu_error) is None  # on the CPU device nothing is retried
+    monkeypatch.setattr(mx, "default_device", lambda: mx.gpu)
+    assert B.retry_place(ValueError("shapes (2,) and (3,) cannot be broadcast")) is None
+    assert get_backend("torch").retry_place(gpu_error) is None and get_backend("numpy").retry_place(gpu_error) is None
+    calls = []
+
+    def exp_like_a_gpu(B, x):  # raises on its first call, as op construction on a GPU stream does
+        calls.append(x.dtype)
+        if len(calls) == 1:
+            raise gpu_error
+        return mx.exp(x)
+
+    x = np.linspace(-2, 2, 5)
+    got = call_op(exp_like_a_gpu, B, [B.asarray(x)], {})
+    assert len(calls) == 2 and B.dtype(got) == np.float64
+    np.testing.assert_allclose(B.to_numpy(got), np.exp(x), rtol=1e-6)  # MLX's exp: float32-accurate
+    with pytest.raises(ValueError, match="broadcast"):
+        call_op(lambda B, x: (_ for _ in ()).throw(ValueError("shapes cannot be broadcast")), B, [x], {})
+
+
+def test_mlx_strided_conv_transpose_on_a_gpu_inserts_its_zeros(monkeypatch):
+    """mlx-cuda's ``conv_general(input_dilation > 1)`` gave wrong values for the node suite's 5 strided
+    ConvTranspose cases on an H200; on a GPU the backend inserts the zeros itself. That path, run here on the CPU
+    (``default_device`` says GPU), passes those cases against their expected outputs."""
+    import mlx.core as mx
+
+    from transmuter_mlx.conformance import collect_cases, run_case
+    from transmuter_mlx.converters.backends import mlx as mlx_backend
+
+    names = {"test_convtranspose_autopad_same", "test_convtranspose_kernel_shape", "test_convtranspose_output_shape",
+             "test_convtranspose_pad", "test_convtranspose_pads"}
+    cases = [c for c in collect_cases() if c.name in names]
+    assert len(cases) == len(names)
+    dilated = []
+    original = mlx_backend._dilate
+    monkeypatch.setattr(mlx_backend, "_dilate", lambda x, s: dilated.append(s) or original(x, s))
+    monkeypatch.setattr(mx, "default_device", lambda: mx.gpu)
+    for case in cases:
+        result = run_case(case, "mlx")
+        assert result.status == "pass", (case.name, result.message)
+    assert len(dilated) >= len(names)

@@ -211,6 +211,11 @@ class Backend(Protocol):
         arrays are computed when made. The decoding loop starts a step before it reads the last tokens."""
         ...
 
+    def retry_place(self, error: Exception) -> Any:
+        """A context manager in which an op that raised ``error`` can run after all, or None: MLX's GPUs (Metal,
+        CUDA) have no float64, so such an op runs again on the CPU stream."""
+        ...
+
 
 def pack_quantized(codes: np.ndarray, bits: int) -> np.ndarray:
     """Host helper: unsigned codes (..., K) packed into uint32 words, low bits first (MLX's layout).

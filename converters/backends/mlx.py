@@ -58,6 +58,12 @@ if mx.default_device() == mx.cpu:
     if _previous != MLX_CPU_DEFAULT_CACHE_LIMIT:
         mx.set_cache_limit(_previous)  # the user's own
 
+# MLX computes float32 matmuls, convolutions and attention in TF32 (10-bit mantissa) on GPUs that have it
+# (CUDA, Apple's M5) unless MLX_ENABLE_TF32=0; transformers and onnxruntime compute float32 in float32, and so
+# do we unless the user chose (on an H200, MiniLM's hidden states moved 7.5e-4 from onnxruntime's under TF32).
+# MLX reads the variable at its first GPU matmul, so this holds where no matmul ran before the import.
+os.environ.setdefault("MLX_ENABLE_TF32", "0")
+
 
 class MlxBackend:
     """MLX implementation of the backend protocol."""
@@ -74,6 +80,13 @@ class MlxBackend:
 
     def prepare_thread(self) -> None:
         track_thread()
+
+    def retry_place(self, error: Exception) -> Any:
+        # The float64 ops of a graph (rare: ONNX's double tests, a preprocessing step) run on the CPU stream, the
+        # rest stays on the GPU; Apple silicon's memory is shared, so nothing is copied there.
+        if isinstance(error, ValueError) and "float64" in str(error) and mx.default_device() != mx.cpu:
+            return mx.stream(mx.cpu)
+        return None
 
     def asarray(self, x: Any, dtype: Any = None) -> mx.array:
         if isinstance(x, mx.array):
@@ -295,8 +308,13 @@ class MlxBackend:
         wg = mx.reshape(w, (groups, C // groups, Og, *K))
         wg = mx.reshape(mx.transpose(wg, (0, 2, *range(3, n + 3), 1)), (groups * Og, *K, C // groups))
         full = [d * (k - 1) for k, d in zip(K, dilations)]
+        x = mx.transpose(x, (0, *range(2, n + 2), 1))
+        if mx.default_device() != mx.cpu and any(s > 1 for s in strides):
+            # mlx-cuda's conv_general with input_dilation > 1 gave wrong values (5 strided ConvTranspose cases of
+            # the node suite on an H200, off by up to 34): the zeros go in here instead
+            x, strides = _dilate(x, strides), [1] * n
         y = mx.conv_general(
-            mx.transpose(x, (0, *range(2, n + 2), 1)), wg, stride=1, padding=(full, full),
+            x, wg, stride=1, padding=(full, full),
             kernel_dilation=list(dilations), input_dilation=list(strides), groups=groups, flip=True,
         )  # fmt: skip
         return mx.transpose(y, (0, n + 1, *range(1, n + 1)))
@@ -317,6 +335,18 @@ class MlxBackend:
 
     def rms_norm(self, x: mx.array, weight: Any, eps: float) -> mx.array:
         return mx.fast.rms_norm(x, weight, eps)
+
+
+def _dilate(x: mx.array, strides: Sequence[int]) -> mx.array:
+    """Channels-last ``x`` (N, *spatial, C) with ``stride - 1`` zeros between neighbours along each spatial axis."""
+    for axis, s in enumerate(strides, start=1):
+        if s > 1:
+            shape = list(x.shape)
+            x = mx.expand_dims(x, axis + 1)
+            x = mx.pad(x, [(0, s - 1) if a == axis + 1 else (0, 0) for a in range(x.ndim)])
+            x = mx.reshape(x, [*shape[:axis], shape[axis] * s, *shape[axis + 1:]])
+            x = x[(slice(None),) * axis + (slice(0, (shape[axis] - 1) * s + 1),)]
+    return x
 
 
 def _fmod_float(a: mx.array, b: mx.array) -> mx.array:

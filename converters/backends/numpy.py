@@ -37,6 +37,9 @@ class NumpyBackend:
     def prepare_thread(self) -> None:
         pass
 
+    def retry_place(self, error: Exception) -> None:
+        return None
+
     def asarray(self, x: Any, dtype: Any = None) -> np.ndarray:
         return np.asarray(x, dtype=dtype)
 

@@ -72,6 +72,9 @@ class TorchBackend:
     def prepare_thread(self) -> None:
         pass
 
+    def retry_place(self, error: Exception) -> None:
+        return None
+
     def asarray(self, x: Any, dtype: Any = None) -> torch.Tensor:
         if isinstance(x, torch.Tensor):
             return x if dtype is None else x.to(_TO_TORCH[np.dtype(dtype)])
