@@ -52,11 +52,15 @@ class Step:
 class Program:
     """A graph with every node resolved to an op; subgraphs are resolved on first use."""
 
-    def __init__(self, graph: onnx.GraphProto, opsets: Mapping[str, int]):
+    def __init__(self, graph: onnx.GraphProto, opsets: Mapping[str, int], weights: dict[str, np.ndarray] | None = None):
+        """``weights``: initializers read apart from the proto (``model.read_model``), whose tensors are empty. They
+        are taken out of the dict, so that ``share_weights`` frees each host copy once its device copy is made."""
         self.opsets = dict(opsets)
         self.input_names = [i.name for i in graph.input]
         self.output_names = [o.name for o in graph.output]
-        self.initializers = {t.name: tensor_to_numpy(t) for t in graph.initializer}
+        weights = {} if weights is None else weights
+        self.initializers = {t.name: weights.pop(t.name) if t.name in weights else tensor_to_numpy(t)
+                             for t in graph.initializer}
         for sparse in graph.sparse_initializer:
             self.initializers[sparse.values.name] = sparse_to_numpy(sparse)  # dense copy
         missing = find_missing_ops(graph, self.opsets)

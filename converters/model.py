@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 import onnx
-from google.protobuf.message import DecodeError, EncodeError
+from google.protobuf.message import DecodeError
 
 from .backends import Backend, get_backend
 from .errors import InputError, ModelLoadError
@@ -57,7 +57,7 @@ class Model:
 
     def __init__(
         self, proto: onnx.ModelProto, backend: Backend, name: str = "<model>", dtype: Any = None, compile: bool = True,
-        owned: bool = False, max_signatures: int | None = None,
+        owned: bool = False, max_signatures: int | None = None, weights: dict[str, np.ndarray] | None = None,
     ):
         self.name = name
         self.compile = compile
@@ -76,7 +76,7 @@ class Model:
             keep = cast_graph(proto.graph, self.dtype)  # before fusion, which then sees the graph as it runs
         # exported GELU/attention chains as single fused nodes (in place in a proto of our own)
         proto, opsets = fuse(proto, opsets, in_place=owned or proto is not given)
-        self.program = Program(proto.graph, opsets)
+        self.program = Program(proto.graph, opsets, weights)
         # whether a call's result depends on random draws (``seed``/``noise`` of ``__call__``)
         self.random = any(n.op_type in RANDOM_OPS for n in _all_nodes(proto.graph))
         if self.dtype is not None:
@@ -253,18 +253,25 @@ def load(
     too, as an ml_dtypes array). ``model.inputs``/``model.outputs`` keep the dtypes the file declares.
     """
     B = get_backend(backend, device) if isinstance(backend, str) else backend
-    proto, name = read_model(source)
+    # weights kept out of the proto only where no dtype rewrite reads the graph's initializers in it
+    proto, name, weights = read_model(source, weights_apart=dtype is None)
     return Model(proto, B, name, dtype, compile, owned=not isinstance(source, onnx.ModelProto),
-                 max_signatures=max_signatures)
+                 max_signatures=max_signatures, weights=weights)
 
 
-def read_model(source: Source) -> tuple[onnx.ModelProto, str]:
-    """Parse ``source`` into a ModelProto (with its external data); errors name the file."""
+def read_model(source: Source, weights_apart: bool = False) -> tuple[onnx.ModelProto, str, dict[str, np.ndarray]]:
+    """Parse ``source`` into a ModelProto with its external data; errors name the file.
+
+    ``weights_apart``: the graph's large external initializers are read straight from their file into numpy
+    arrays, returned by name, and their tensors in the proto keep only name, type and dims. Read into the proto
+    and then converted, each weight was held twice (Qwen3-0.6B's fp32 export: 7.0 GB at its peak for 2.9 GB of
+    weights, and 3.4 s of copying).
+    """
     if isinstance(source, onnx.ModelProto):
-        return source, source.graph.name or "<model>"
+        return source, source.graph.name or "<model>", {}
     if isinstance(source, bytes | bytearray):
         try:
-            return onnx.load_from_string(bytes(source)), "<bytes>"
+            return onnx.load_from_string(bytes(source)), "<bytes>", {}
         except (DecodeError, ValueError) as e:
             raise ModelLoadError(f"<bytes>: not a valid ONNX model ({e})") from e
     path = Path(source)
@@ -274,32 +281,47 @@ def read_model(source: Source) -> tuple[onnx.ModelProto, str]:
         proto = onnx.load(str(path), load_external_data=False)
     except (DecodeError, ValueError, RuntimeError) as e:
         raise ModelLoadError(f"{path}: not a valid ONNX model, the file is corrupt or truncated ({e})") from e
-    try:
-        _load_external_data(proto, path)
-    except (OSError, ValueError) as e:
-        raise ModelLoadError(f"{path}: its external data could not be read ({e})") from e
     if not proto.graph.node and not proto.graph.output:
         raise ModelLoadError(f"{path}: not a valid ONNX model, it has no graph (corrupt or truncated file?)")
-    return _checked(proto, path)
-
-
-def _checked(proto: onnx.ModelProto, path: Path, sorted_nodes: bool = False) -> tuple[onnx.ModelProto, str]:
+    external = any(t.data_location == onnx.TensorProto.EXTERNAL
+                   for t in onnx.external_data_helper._get_all_tensors(proto))
+    # checked before its weights are in it (a proto over 2 GB was serialized for the checker: 12 s at Qwen3-0.6B)
+    proto, name = _checked(proto, path, weightless=external)
     try:
-        try:
-            onnx.checker.check_model(proto)
-        except (EncodeError, ValueError) as e:  # more than 2 GB with its weights: onnx checks the file itself
-            if isinstance(e, onnx.checker.ValidationError):
-                raise
-            onnx.checker.check_model(str(path))
+        weights = _load_external_data(proto, path, weights_apart)
+    except (OSError, ValueError) as e:
+        raise ModelLoadError(f"{path}: its external data could not be read ({e})") from e
+    return proto, name, weights
+
+
+def _checked(proto: onnx.ModelProto, path: Path, sorted_nodes: bool = False,
+             weightless: bool = False) -> tuple[onnx.ModelProto, str]:
+    """``weightless``: the proto's external tensors are not read yet; a copy with them emptied is checked (onnx
+    checks their files itself only when given the path, and refuses the hub cache's links there)."""
+    try:
+        onnx.checker.check_model(_emptied_external(proto) if weightless else proto)
     except onnx.checker.ValidationError as e:
         if "topologically sorted" in str(e) and not sorted_nodes:  # onnxruntime sorts such graphs itself (the
             sort_nodes(proto.graph)                                 # gliner package's q8 export has one)
-            return _checked(proto, path, sorted_nodes=True)
+            return _checked(proto, path, sorted_nodes=True, weightless=weightless)
         # ops outside onnx's schemas (onnxruntime's SimplifiedLayerNormalization in the default
         # domain, as model-builder exports have it) are ours to resolve: the registry reports them
         if not any(m in str(e) for m in _CHECKER_NOT_OURS):
             raise ModelLoadError(f"{path}: the ONNX checker rejects the model: {e}") from e
     return proto, str(path)
+
+
+def _emptied_external(proto: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy of ``proto`` whose external tensors hold no values (their dims 0): what the checker reads of a
+    tensor is its type and its one value field, and the data itself is checked as it is read."""
+    copy = onnx.ModelProto()
+    copy.CopyFrom(proto)
+    for tensor in onnx.external_data_helper._get_all_tensors(copy):
+        if tensor.data_location == onnx.TensorProto.EXTERNAL:
+            del tensor.external_data[:]
+            tensor.data_location = onnx.TensorProto.DEFAULT
+            tensor.dims[:] = [0] * max(1, len(tensor.dims))
+    return copy
 
 
 def sort_nodes(graph: onnx.GraphProto) -> None:
@@ -353,8 +375,9 @@ def _reads(node: onnx.NodeProto) -> set[str]:
     return names
 
 
-def _load_external_data(proto: onnx.ModelProto, path: Path) -> None:
-    """Read every tensor stored outside the file into the proto.
+def _load_external_data(proto: onnx.ModelProto, path: Path, weights_apart: bool = False) -> dict[str, np.ndarray]:
+    """Read every tensor stored outside the file into the proto, or (``weights_apart``) the graph's large
+    plain-numeric initializers into numpy arrays, returned by name (their tensors keep name, type and dims).
 
     Unlike onnx's own loader this follows symbolic links, which is how the huggingface_hub
     cache stores files, but only to where such a link may lead (``_allowed_roots``): a link out
@@ -363,8 +386,12 @@ def _load_external_data(proto: onnx.ModelProto, path: Path) -> None:
     folder = path.parent
     roots = _allowed_roots(path)
     handles: dict[str, Any] = {}
+    weights: dict[str, np.ndarray] = {}
+    # the graph's own initializers first (those may be read apart), then every other tensor
+    tensors = [(t, weights_apart) for t in proto.graph.initializer]
+    tensors += [(t, False) for t in onnx.external_data_helper._get_all_tensors(proto)]
     try:
-        for tensor in onnx.external_data_helper._get_all_tensors(proto):
+        for tensor, apart in tensors:
             if tensor.data_location != onnx.TensorProto.EXTERNAL:
                 continue
             info = {e.key: e.value for e in tensor.external_data}
@@ -383,15 +410,35 @@ def _load_external_data(proto: onnx.ModelProto, path: Path) -> None:
             f = handles[location]
             f.seek(int(info.get("offset", 0)))
             length = int(info["length"]) if "length" in info else -1
-            data = f.read(length)
-            if length >= 0 and len(data) != length:
-                raise OSError(f"external data file {folder / location} is truncated (tensor {tensor.name!r})")
-            tensor.raw_data = data
+            dtype = _PLAIN.get(tensor.data_type)
+            count = int(np.prod(tensor.dims, dtype=np.int64))
+            if apart and dtype is not None and count >= _APART_MIN_SIZE:
+                if length >= 0 and length != count * dtype.itemsize:
+                    raise ValueError(f"tensor {tensor.name!r}: {length} bytes of external data for {count} values")
+                data = np.fromfile(f, dtype, count)
+                if data.size != count:
+                    raise OSError(f"external data file {folder / location} is truncated (tensor {tensor.name!r})")
+                weights[tensor.name] = data.reshape(tuple(tensor.dims))
+            else:
+                data = f.read(length)
+                if length >= 0 and len(data) != length:
+                    raise OSError(f"external data file {folder / location} is truncated (tensor {tensor.name!r})")
+                tensor.raw_data = data
             del tensor.external_data[:]
             tensor.data_location = onnx.TensorProto.DEFAULT
     finally:
         for f in handles.values():
             f.close()
+    return weights
+
+
+# the element types read as they are stored (little-endian, as ONNX writes them); others (bfloat16, float8, int4,
+# strings) go through onnx's own conversion
+_PLAIN = {t: np.dtype(np_dtype(t)).newbyteorder("<") for t in (
+    onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.DOUBLE, onnx.TensorProto.INT8,
+    onnx.TensorProto.UINT8, onnx.TensorProto.INT16, onnx.TensorProto.UINT16, onnx.TensorProto.INT32,
+    onnx.TensorProto.UINT32, onnx.TensorProto.INT64, onnx.TensorProto.UINT64, onnx.TensorProto.BOOL)}
+_APART_MIN_SIZE = 1024  # smaller ones stay in the proto, where the fusion and folding passes read constants
 
 
 def _allowed_roots(path: Path) -> list[str]:
