@@ -14,6 +14,10 @@ backends have one kernel for each (``B.gelu``, ``B.sdpa``). ``fuse`` finds these
 - Linear layers: ``MatMul(x, W)`` -> ``Add(b)`` with a 2-D weight and a 1-D bias of its width, both
   initializers -> ``ai.transmuter::MatMulAdd``, which runs ``B.linear`` (torch's ``addmm``: the bias
   rides in the GEMM, and on the CPU one fewer hand-over between BLAS and torch's element-wise threads).
+- RMSNorm (Llama, Qwen, SmolLM as optimum exports them): ``Pow(x, 2)`` -> ``ReduceMean(-1, keepdims)`` ->
+  ``Add(eps)`` -> ``Sqrt`` -> ``Div(1, .)`` -> ``Mul(x)`` -> optional ``Cast`` -> ``Mul(weight)`` with a 1-D
+  initializer weight -> ``ai.transmuter::RMSNorm``, which runs ``B.rms_norm`` (``mx.fast.rms_norm``,
+  torch's ``rms_norm``: one op for eight, in every layer twice; it scales by ``rsqrt`` as transformers does).
 
 A chain is rewritten only when each value inside it is read by the next node of the chain and
 nothing else (no other node, subgraph or graph output). The fused node's name lists the names of
@@ -303,10 +307,68 @@ def _match_linear(ix: _Index, i: int) -> _Match | None:
                                             domain=FUSED_DOMAIN))
 
 
+def _attr(node: onnx.NodeProto, name: str, default: object = None) -> object:
+    return next((helper.get_attribute_value(a) for a in node.attribute if a.name == name), default)
+
+
+def _match_rms_norm(ix: _Index, i: int) -> _Match | None:
+    mean = ix.nodes[i]
+    axes = _attr(mean, "axes")
+    if axes is None and len(mean.input) > 1:  # opset 18: the axes are an input
+        c = ix.const(mean.input[1])
+        axes = None if c is None else c.reshape(-1).tolist()
+    if list(axes or []) != [-1] or _attr(mean, "keepdims", 1) != 1:
+        return None
+    pi, pow_ = ix.node(mean.input[0], "Pow")
+    if pow_ is None or not ix.exclusive(mean.input[0], i) or not ix.is_const(pow_.input[1], 2.0):
+        return None
+    x, chain, value = pow_.input[0], [pi, i], mean.output[0]
+
+    def next_node(op_type: str) -> onnx.NodeProto | None:
+        j = ix.only_reader(value)
+        node = ix.nodes[j] if j is not None else None
+        if node is None or node.op_type != op_type or normalize_domain(node.domain) != "":
+            return None
+        chain.append(j)
+        return node
+
+    add = next_node("Add")
+    eps = ix.const(_other(add, value) or "") if add is not None else None
+    if eps is None or eps.dtype.kind != "f":
+        return None
+    value = add.output[0]
+    sqrt = next_node("Sqrt")
+    if sqrt is None:
+        return None
+    value = sqrt.output[0]
+    inverse = next_node("Div")
+    if inverse is None or list(inverse.input)[1:] != [value] or not ix.is_const(inverse.input[0], 1.0):
+        return None
+    value = inverse.output[0]
+    scaled = next_node("Mul")
+    if scaled is None or _other(scaled, value) != x:
+        return None
+    value, cast_to = scaled.output[0], 0
+    j = ix.only_reader(value)
+    if j is not None and ix.nodes[j].op_type == "Cast" and normalize_domain(ix.nodes[j].domain) == "":
+        cast_to = int(_attr(ix.nodes[j], "to"))
+        chain.append(j)
+        value = ix.nodes[j].output[0]
+    weighted = next_node("Mul")
+    weight = ix.initializer(_other(weighted, value) or "") if weighted is not None else None
+    if weight is None or len(weight.dims) != 1:
+        return None
+    inputs = [x, _other(weighted, value)]
+    node = helper.make_node("RMSNorm", inputs, [weighted.output[0]], _names(ix, chain), domain=FUSED_DOMAIN,
+                            epsilon=float(eps.reshape(-1)[0]), cast_to=cast_to)
+    return _Match(sorted(chain), node)
+
+
 _PATTERNS = (
     ("Erf", _match_gelu, MS_DOMAIN),
     ("Softmax", _match_attention, FUSED_DOMAIN),
     ("MatMul", _match_linear, FUSED_DOMAIN),
+    ("ReduceMean", _match_rms_norm, FUSED_DOMAIN),
 )
 
 

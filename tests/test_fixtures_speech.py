@@ -36,9 +36,10 @@ def test_long_clip_is_about_a_minute_at_16k_and_48k() -> None:
     wave48, rate48 = speech("long_48k")
     assert rate == 16000 and 50 < len(wave) / rate < 70
     assert rate48 == 48000 and len(wave48) == 3 * len(wave)
-    # speech, not silence: a tenth of its 100 ms frames at least are loud
+    # speech, not silence: a quarter of its 100 ms frames at least are loud (espeak-ng's: most; the real clips
+    # joined where there is no espeak-ng, with their pauses: 0.32)
     frames = wave[: len(wave) // 1600 * 1600].reshape(-1, 1600)
-    assert (np.sqrt((frames**2).mean(1)) > 0.02).mean() > 0.5
+    assert (np.sqrt((frames**2).mean(1)) > 0.02).mean() > 0.25
     # the 48 kHz clip is the 16 kHz one resampled: every third sample of it is close to the original
     assert np.abs(wave48[::3] - wave).mean() < 0.02 * np.abs(wave).mean() + 1e-3
 

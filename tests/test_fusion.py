@@ -22,7 +22,8 @@ from transmuter_mlx.converters.ops.fused import scaled_dot_product_attention_1
 ort = pytest.importorskip("onnxruntime")
 
 BACKENDS = ("mlx", "torch")
-FUSED = {"Gelu": "com.microsoft", "ScaledDotProductAttention": "ai.transmuter", "MatMulAdd": "ai.transmuter"}
+FUSED = {"Gelu": "com.microsoft", "ScaledDotProductAttention": "ai.transmuter", "MatMulAdd": "ai.transmuter",
+         "RMSNorm": "ai.transmuter"}
 rng = np.random.default_rng(0)
 SQRT2 = math.sqrt(2)
 
@@ -272,6 +273,47 @@ def test_linear_not_fused(case):
         return
     proto, feeds = linear_model((3, 6), bias_shape=(1, 5) if case == "bias 2-D" else None,
                                 extra_reader=case == "extra reader")
+    check(proto, feeds, [])
+
+
+# -- RMSNorm ---------------------------------------------------------------------------------------
+
+
+def rms_norm_model(opset=17, half=False, extra_reader=False, eps_input=False):
+    """optimum's Llama RMSNorm: Cast to float, Pow, ReduceMean, Add(eps), Sqrt, Div(1, .), Mul(x), Cast back,
+    Mul(weight); the float input also feeds a residual Add, as in a decoder layer."""
+    dtype = np.float16 if half else np.float32
+    feeds = {"x": rng.standard_normal((2, 3, 16)).astype(dtype)}
+    if eps_input:
+        feeds["eps"] = np.array(1e-6, np.float32)
+    back = TensorProto.FLOAT16 if half else TensorProto.FLOAT
+    nodes = [oh.make_node("Cast", ["x"], ["xf"], to=TensorProto.FLOAT), const("two", 2.0), const("one", 1.0),
+             oh.make_node("Pow", ["xf", "two"], ["sq"])]
+    if opset >= 18:
+        nodes += [const("axes", [-1], np.int64), oh.make_node("ReduceMean", ["sq", "axes"], ["ms"], keepdims=1)]
+    else:
+        nodes.append(oh.make_node("ReduceMean", ["sq"], ["ms"], axes=[-1], keepdims=1))
+    if not eps_input:
+        nodes.append(const("eps", 1e-6))
+    nodes += [oh.make_node("Add", ["ms", "eps"], ["a"]), oh.make_node("Sqrt", ["a"], ["r"]),
+              oh.make_node("Div", ["one", "r"], ["inv"]), oh.make_node("Mul", ["xf", "inv"], ["n"]),
+              oh.make_node("Cast", ["n"], ["nc"], to=back), oh.make_node("Mul", ["w", "nc"], ["y"]),
+              oh.make_node("Cast", ["y"], ["out"], to=TensorProto.FLOAT), oh.make_node("Add", ["xf", "out"], ["res"])]
+    proto = model(nodes, feeds, ["out", "res"] + (["inv"] if extra_reader else []), opset)
+    proto.graph.initializer.append(numpy_helper.from_array(rng.standard_normal(16).astype(dtype), "w"))
+    return proto, feeds
+
+
+@pytest.mark.parametrize("opset", [17, 18])
+@pytest.mark.parametrize("half", [False, True])
+def test_rms_norm_fused(opset, half):
+    proto, feeds = rms_norm_model(opset, half)
+    check(proto, feeds, ["RMSNorm"], tol=2e-3 if half else 1e-5)
+
+
+@pytest.mark.parametrize("case", ["extra reader", "eps fed"])
+def test_rms_norm_not_fused(case):
+    proto, feeds = rms_norm_model(extra_reader=case == "extra reader", eps_input=case == "eps fed")
     check(proto, feeds, [])
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from ..values import np_dtype
 from .registry import register
 
 FUSED_DOMAIN = "ai.transmuter"
@@ -102,3 +103,14 @@ def matmul_add_1(B: Any, x: Any, weight: Any, bias: Any) -> Any:
     if len(B.shape(x)) < 2 or B.dtype(x) != B.dtype(weight) or not np.issubdtype(B.dtype(x), np.floating):
         return B.add(B.matmul(x, weight), bias)
     return B.linear(x, weight, bias)
+
+
+@register("RMSNorm", 1, FUSED_DOMAIN)
+def rms_norm_1(B: Any, x: Any, weight: Any, *, epsilon: float, cast_to: int = 0) -> Any:
+    """``weight * Cast(x / sqrt(mean(x^2, -1) + epsilon), cast_to)`` (no Cast when ``cast_to`` is 0): the RMSNorm of
+    the Llama family as exported, one kernel (``B.rms_norm``) where the Cast keeps the dtype."""
+    to = np_dtype(cast_to) if cast_to else None
+    if (to is None or to == B.dtype(x)) and B.dtype(weight) == B.dtype(x) and len(B.shape(weight)) == 1:
+        return B.rms_norm(x, weight, epsilon)
+    y = B.rms_norm(x, None, epsilon)
+    return B.multiply(weight, y if to is None else B.astype(y, to))
