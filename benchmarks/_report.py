@@ -1,4 +1,4 @@
-"""Pieces every benchmark report shares: an engine's error cell and the machine it ran on."""
+"""Pieces every benchmark report shares: an engine's error cell, the machine it ran on, memory and weight sizes."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import platform
 import sys
 import traceback
 from collections.abc import Iterable
+from pathlib import Path
 
 
 def error_cell(e: Exception, verbose: bool) -> str:
@@ -37,3 +38,12 @@ def peak_rss_mb() -> float:
     import resource
 
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / (2**20 if sys.platform == "darwin" else 2**10)
+
+
+def weights_mb(onnx_file: Path | None = None, safetensors_in: Path | None = None) -> float:
+    """MB of the weight files an engine reads: an ONNX file with its external data, or a folder's safetensors."""
+    if safetensors_in is not None:
+        files = list(safetensors_in.glob("*.safetensors"))
+    else:
+        files = [onnx_file, *onnx_file.parent.glob(onnx_file.name + "_data")]
+    return sum(f.stat().st_size for f in files if f.is_file()) / 2**20

@@ -33,7 +33,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import numpy as np  # noqa: E402
-from _report import environment, error_cell, peak_rss_mb  # noqa: E402
+from _report import environment, error_cell, peak_rss_mb, weights_mb  # noqa: E402
 
 import transmuter_mlx as tm  # noqa: E402  (first: it sets up the BLAS before mlx.core loads)
 
@@ -138,12 +138,6 @@ def shapes_of(args: argparse.Namespace) -> list[tuple[int, int]]:
     return [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]  # type: ignore[misc]
 
 
-def weights_mb(folder: Path, onnx_file: str, kind: str) -> float:
-    files = list(folder.glob("*.safetensors")) if kind == "pytorch" else [
-        folder / "onnx" / onnx_file, *(folder / "onnx").glob(onnx_file + "_data")]
-    return sum(f.stat().st_size for f in files if f.is_file()) / 2**20
-
-
 def bench(args: argparse.Namespace) -> dict:
     folder = Path(args.model) if args.model else _fixture(args.shape)
     kinds = [b for b in args.backends.split(",") if b]
@@ -167,7 +161,8 @@ def bench(args: argparse.Namespace) -> dict:
                 continue
             result["load_s"][kind] = got["load_s"]
             result["peak_rss_mb"][kind] = got["peak_rss_mb"]
-            result["weights_mb"][kind] = weights_mb(folder, args.file, kind)
+            result["weights_mb"][kind] = (weights_mb(safetensors_in=folder) if kind == "pytorch"
+                                          else weights_mb(folder / "onnx" / args.file))
             with np.load(out) as saved:
                 outputs[kind] = {k: saved[k] for k in saved.files}
             for shape, cell in got["shapes"].items():

@@ -44,7 +44,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import numpy as np  # noqa: E402
 
 import transmuter_mlx as tm  # noqa: E402  (first: it sets up the BLAS before mlx.core loads)
-from benchmarks._report import peak_rss_mb  # noqa: E402
+from benchmarks._report import peak_rss_mb, weights_mb  # noqa: E402
 
 GENAI_PYTHON = ROOT / ".cache" / "venv-genai" / "bin" / "python"
 ENGINES = ("mlx:q4", "torch:q4", "mlx:fp32", "torch:fp32", "genai", "transformers")
@@ -209,15 +209,12 @@ print(_j.dumps({"peak_rss_mb": _r.getrusage(_r.RUSAGE_SELF).ru_maxrss / (2**20 i
 WEIGHTS = {"q4": "onnx/model_q4.onnx", "fp32": "onnx/model.onnx"}
 
 
-def weights_mb(engine: str, folders: dict[str, Path]) -> float:
+def engine_weights_mb(engine: str, folders: dict[str, Path]) -> float:
     """The size of the weight files an engine reads (an ONNX file and its external data; the safetensors)."""
     if engine == "transformers":
-        files = list(folders["q4"].glob("*.safetensors"))
-    else:
-        kind = "q4" if engine == "genai" else engine.split(":")[1]
-        onnx_file = folders[kind] / WEIGHTS[kind]
-        files = [onnx_file, *onnx_file.parent.glob(onnx_file.name + "_data")]
-    return sum(f.stat().st_size for f in files if f.is_file()) / 2**20
+        return weights_mb(safetensors_in=folders["q4"])
+    kind = "q4" if engine == "genai" else engine.split(":")[1]
+    return weights_mb(folders[kind] / WEIGHTS[kind])
 
 
 def ours_latency(backend: str, folder: Path, texts: list[str], long_text: str) -> dict:
@@ -316,7 +313,7 @@ def measure(engine: str, a: argparse.Namespace, data: dict) -> dict:
             if done.returncode or not lines:
                 raise RuntimeError(f"worker exited {done.returncode}" + (f": {lines[-1]}" if lines else ""))
             out = json.loads(lines[-1])
-        out["weights_mb"] = weights_mb(engine, data["folders"])
+        out["weights_mb"] = engine_weights_mb(engine, data["folders"])
         if out.get("ttft_s"):
             out["prefill_tokens_per_s"] = a.prefill_tokens / out["ttft_s"]
         return out
