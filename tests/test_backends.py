@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import platform
+import subprocess
 import sys
 
 import numpy as np
@@ -19,6 +20,11 @@ X = rng.standard_normal((2, 3, 4)).astype(np.float32)
 Y = rng.standard_normal((2, 3, 4)).astype(np.float32)
 IDX = np.array([[2, 0], [1, 3]], dtype=np.int64)
 
+
+def run_python(code: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """``python -c code`` in a fresh process: what the package sets up at import shows only there."""
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120,
+                          check=True)
 
 def _run(name: str, fn):
     B = get_backend(name)
@@ -180,8 +186,6 @@ def test_threefry_is_written_once_for_every_backend(backend, count):
 def test_the_package_brings_a_fast_blas_on_linux():
     """The mkl wheel (a dependency here) is a candidate, and MLX runs its matmuls on it when it is the one
     loaded: a fresh machine without a system OpenBLAS gets a fast BLAS from ``pip install`` alone."""
-    import subprocess
-
     from transmuter_mlx._blas import _candidates
 
     mkl = [c for c in _candidates() if "libmkl_rt" in c]
@@ -189,8 +193,7 @@ def test_the_package_brings_a_fast_blas_on_linux():
     code = ("import numpy as np, transmuter_mlx, mlx.core as mx; from transmuter_mlx._blas import blas_info; "
             "a = np.random.default_rng(0).standard_normal((64, 64)).astype(np.float32); "
             "print(blas_info()['status'], float(np.abs(np.array(mx.array(a) @ mx.array(a)) - a @ a).max()))")
-    out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "TRANSMUTER_MLX_BLAS": mkl[0]},
-                         capture_output=True, text=True, timeout=120, check=True).stdout.split()
+    out = run_python(code, {**os.environ, "TRANSMUTER_MLX_BLAS": mkl[0]}).stdout.split()
     assert out[0] == "loaded" and float(out[1]) < 1e-3
 
 
@@ -203,14 +206,11 @@ def test_torch_keeps_its_own_gemm_beside_mlxs_openblas():
     """The BLAS loaded globally for MLX took torch's ``sgemm_`` too when torch loaded after it (its pthreads
     then fought torch's OpenMP workers); libtorch_cpu is now loaded first and binds its own, while MLX still binds
     the OpenBLAS. Read from the dynamic linker's own report (LD_DEBUG=bindings), with no OpenMP setting made."""
-    import subprocess
-
     code = ("import os, transmuter_mlx, torch, mlx.core as mx; torch.ones(64, 64) @ torch.ones(64, 64); "
             "mx.eval(mx.ones((64, 64)) @ mx.ones((64, 64))); print(os.environ.get('OMP_WAIT_POLICY'))")
     env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
     env |= {"TRANSMUTER_MLX_BLAS": SYSTEM_OPENBLAS, "LD_DEBUG": "bindings"}
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120,
-                          check=True)
+    done = run_python(code, env)
     bound = {}
     for line in done.stderr.splitlines():
         for lib, symbol in (("libtorch_cpu.so", "`sgemm_'"), ("libmlx.so", "`cblas_sgemm'")):
@@ -224,18 +224,14 @@ def test_torch_keeps_its_own_gemm_beside_mlxs_openblas():
 def test_mlx_cpu_keeps_freed_buffers_of_a_model_call():
     """MLX's CPU allocator caches 32 MB of freed buffers by default, so larger activations were unmapped and
     page-faulted in at every call; the mlx backend raises the limit on the CPU device unless the user set one."""
-    import subprocess
-
     code = ("import mlx.core as mx, transmuter_mlx.converters.backends.mlx as m; "
             "print(mx.default_device() == mx.cpu, mx.set_cache_limit(0), m._cpu_cache_limit())")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                         check=True).stdout.split()
+    out = run_python(code).stdout.split()
     if out[0] == "True":
         assert int(out[1]) == int(out[2]) >= 256 << 20, out  # a 24 GB machine: 1.5 GB
     code = ("import mlx.core as mx; mx.set_cache_limit(100 << 20); import transmuter_mlx.converters.backends.mlx; "
             "print(mx.set_cache_limit(0))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                         check=True).stdout.split()
+    out = run_python(code).stdout.split()
     assert out == [str(100 << 20)]  # the user's own limit stays
 
 
@@ -243,15 +239,11 @@ def test_mlx_cpu_keeps_freed_buffers_of_a_model_call():
 def test_mlx_float32_stays_float32_on_gpus_with_tf32():
     """MLX_ENABLE_TF32 defaults to 1 (CUDA, Apple M5: float32 matmuls in TF32); the mlx backend sets it to 0 so
     float32 models compute as transformers does, unless the user set it."""
-    import subprocess
-
     code = ("import os; from transmuter_mlx.converters.backends import get_backend; get_backend('mlx'); "
             "print(os.environ.get('MLX_ENABLE_TF32'))")
     env = {k: v for k, v in os.environ.items() if k != "MLX_ENABLE_TF32"}
-    run = lambda env: subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,  # noqa: E731
-                                     timeout=120, check=True).stdout.split()
-    assert run(env) == ["0"]
-    assert run(env | {"MLX_ENABLE_TF32": "1"}) == ["1"]  # the user's own choice stays
+    assert run_python(code, env).stdout.split() == ["0"]
+    assert run_python(code, env | {"MLX_ENABLE_TF32": "1"}).stdout.split() == ["1"]  # the user's own choice stays
 
 def test_mlx_float64_op_runs_again_on_the_cpu_stream(monkeypatch):
     """MLX's GPUs (Metal, CUDA) raise for a float64 op: it runs again on the CPU stream (on an H200 the ONNX node
