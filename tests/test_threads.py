@@ -54,3 +54,47 @@ def test_without_the_release_the_process_can_abort(folder):
     if all(c == 0 for c in codes):
         pytest.skip("this MLX build exits cleanly without the release")
     assert any(c != 0 for c in codes)
+
+
+OPENMP_POOL = """
+import os, sys, time
+import torch
+import transmuter_mlx as tm
+from transmuter_mlx.converters.backends.threads import release_openmp_pool
+
+def threads():
+    return len(os.listdir("/proc/self/task"))
+
+def settle(limit):
+    # a released pool's threads end on their own, moments after the call
+    deadline = time.monotonic() + 5
+    while threads() > limit and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return threads()
+
+torch.set_num_threads(4)
+before = threads()
+torch.rand(1 << 22).exp()  # one parallel region: the main thread's pool (3 workers) stays behind
+with_pool = threads()
+if sys.argv[1] == "release":
+    print(release_openmp_pool(), with_pool - before, settle(before) - before)
+else:
+    serving = tm.Serving(lambda xs: [x * 2 for x in xs])
+    print(serving.run(21), with_pool - before, settle(before + 1) - before)
+    serving.close()
+"""
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="torch's GNU OpenMP pools per thread are Linux's")
+@pytest.mark.parametrize("how", ["release", "serving"])
+def test_a_thread_that_hands_over_its_model_frees_its_openmp_pool(how):
+    """libgomp keeps an idle pool for each thread that ran torch ops; two pools outnumber the cores and make a
+    worker's every parallel region sleep and wake (3-4x slower small ops). Serving drops its creator's pool."""
+    pytest.importorskip("torch")
+    done = subprocess.run([sys.executable, "-c", OPENMP_POOL, how], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    first, pool, after = done.stdout.split()
+    assert first == ("True" if how == "release" else "42")
+    assert int(pool) == 3  # the reference: libgomp's team of 4 is the main thread and 3 pool threads
+    assert int(after) == (0 if how == "release" else 1)  # the pool is gone; Serving's one worker remains

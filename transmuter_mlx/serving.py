@@ -38,7 +38,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ._native import as_exception
-from .converters.backends.threads import release_thread
+from .converters.backends.threads import release_openmp_pool, release_thread
 from .generation.chunks import ABANDON_WAIT_S, ChunkSink, TextChunks
 from .pipelines.options import as_list
 
@@ -118,6 +118,7 @@ class Serving:
         self._stats = ServingStats()
         self._running: list[_Request] = []  # the batch the worker runs now
         self._worker = threading.Thread(target=self._loop, name=f"Serving({_name(pipe)})", daemon=True)
+        release_openmp_pool()  # the pipeline runs on the worker now: this thread's idle pool would slow its torch ops
         self._worker.start()
         _open_servings.add(self)
 

@@ -39,7 +39,7 @@ import numpy as np
 
 from .._native import as_exception
 from .._tokenize import check_unicode_in
-from ..converters.backends.threads import release_thread
+from ..converters.backends.threads import release_openmp_pool, release_thread
 from ..serving import ServingClosedError, ServingStats
 from .chunks import ChunkSink, StreamAbandoned, TextChunks
 from .config import GenerationConfig
@@ -107,6 +107,7 @@ class ContinuousBatcher:
         self._closed = False
         self._stats = ServingStats()
         self._worker = threading.Thread(target=self._loop, name=f"ContinuousBatcher({self.task})", daemon=True)
+        release_openmp_pool()  # as Serving: the worker's torch ops run fastest when no other thread keeps a pool
         self._worker.start()
 
     # ------------------------------------------------------------------ calls
