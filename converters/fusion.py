@@ -18,6 +18,11 @@ backends have one kernel for each (``B.gelu``, ``B.sdpa``). ``fuse`` finds these
   ``Add(eps)`` -> ``Sqrt`` -> ``Div(1, .)`` -> ``Mul(x)`` -> optional ``Cast`` -> ``Mul(weight)`` with a 1-D
   initializer weight -> ``ai.transmuter::RMSNorm``, which runs ``B.rms_norm`` (``mx.fast.rms_norm``,
   torch's ``rms_norm``: one op for eight, in every layer twice; it scales by ``rsqrt`` as transformers does).
+- Rotary embedding, rotate-half form (Llama, Qwen, Mistral, SmolLM as optimum exports them): ``Add(Mul(x, cos),
+  Mul(Concat(Neg(Slice(x)), Slice(x), axis=-1), sin))`` -> ``ai.transmuter::RotateHalfEmbedding``, which runs
+  ``B.rotate_half_embedding`` when the slices are the two halves of the last axis (their bounds are often
+  computed from shapes, so this is checked at run time) and the chain otherwise: two ops for seven, for the
+  query and the key of every layer.
 
 A chain is rewritten only when each value inside it is read by the next node of the chain and
 nothing else (no other node, subgraph or graph output). The fused node's name lists the names of
@@ -364,11 +369,42 @@ def _match_rms_norm(ix: _Index, i: int) -> _Match | None:
     return _Match(sorted(chain), node)
 
 
+def _match_rotate_half(ix: _Index, i: int) -> _Match | None:
+    neg = ix.nodes[i]
+    si, second = ix.node(neg.input[0], "Slice")
+    ci = ix.only_reader(neg.output[0])
+    concat = ix.nodes[ci] if ci is not None else None
+    if (second is None or not ix.exclusive(neg.input[0], i) or concat is None or concat.op_type != "Concat"
+            or list(concat.input)[:1] != [neg.output[0]] or len(concat.input) != 2 or _attr(concat, "axis") != -1):
+        return None
+    fi, first = ix.node(concat.input[1], "Slice")
+    x = second.input[0]
+    if first is None or first.input[0] != x or not ix.exclusive(concat.input[1], ci) or len(first.input) < 3:
+        return None
+    mi = ix.only_reader(concat.output[0])
+    mul_sin = ix.nodes[mi] if mi is not None else None
+    sin = _other(mul_sin, concat.output[0]) if mul_sin is not None and mul_sin.op_type == "Mul" else None
+    ai = ix.only_reader(mul_sin.output[0]) if sin else None
+    add = ix.nodes[ai] if ai is not None else None
+    rotated = _other(add, mul_sin.output[0]) if add is not None and add.op_type == "Add" else None
+    ki, mul_cos = ix.node(rotated or "", "Mul")
+    if mul_cos is None or not ix.exclusive(rotated, ai) or _other(mul_cos, x) is None:
+        return None
+    chain = sorted([fi, si, i, ci, mi, ai, ki])
+    if any(normalize_domain(ix.nodes[j].domain) != "" for j in chain):
+        return None
+    bounds = [*(list(first.input[1:]) + [""] * 4)[:4], *(list(second.input[1:]) + [""] * 4)[:4]]
+    node = helper.make_node("RotateHalfEmbedding", [x, _other(mul_cos, x), sin, *bounds], [add.output[0]],
+                            _names(ix, chain), domain=FUSED_DOMAIN)
+    return _Match(chain, node)
+
+
 _PATTERNS = (
     ("Erf", _match_gelu, MS_DOMAIN),
     ("Softmax", _match_attention, FUSED_DOMAIN),
     ("MatMul", _match_linear, FUSED_DOMAIN),
     ("ReduceMean", _match_rms_norm, FUSED_DOMAIN),
+    ("Neg", _match_rotate_half, FUSED_DOMAIN),
 )
 
 

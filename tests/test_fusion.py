@@ -23,7 +23,7 @@ ort = pytest.importorskip("onnxruntime")
 
 BACKENDS = ("mlx", "torch")
 FUSED = {"Gelu": "com.microsoft", "ScaledDotProductAttention": "ai.transmuter", "MatMulAdd": "ai.transmuter",
-         "RMSNorm": "ai.transmuter"}
+         "RMSNorm": "ai.transmuter", "RotateHalfEmbedding": "ai.transmuter"}
 rng = np.random.default_rng(0)
 SQRT2 = math.sqrt(2)
 
@@ -315,6 +315,71 @@ def test_rms_norm_fused(opset, half):
 def test_rms_norm_not_fused(case):
     proto, feeds = rms_norm_model(extra_reader=case == "extra reader", eps_input=case == "eps fed")
     check(proto, feeds, [])
+
+
+# -- rotary embedding, rotate-half form -----------------------------------------------------------
+
+
+def rotate_half_model(bounds="shape", first=(0, None), extra_reader=False):
+    """optimum's Llama rotary embedding of (b, heads, s, d) ``x``: ``x * cos + Concat(-x[.., d/2:], x[.., :d/2]) *
+    sin``, the half computed from the shape (``bounds="shape"``, as exported) or constants; ``first`` overrides the
+    first Slice's (start, end) to take something other than the first half."""
+    feeds = {"x": rng.standard_normal((2, 3, 5, 8)).astype(np.float32),
+             "cos": rng.standard_normal((2, 1, 5, 8)).astype(np.float32),
+             "sin": rng.standard_normal((2, 1, 5, 8)).astype(np.float32)}
+    big = np.iinfo(np.int64).max
+    nodes = [const("zero", [0], np.int64), const("axis", [-1], np.int64), const("step", [1], np.int64),
+             const("big", [big], np.int64)]
+    if bounds == "shape":
+        nodes += [oh.make_node("Shape", ["x"], ["shape"]), const("three", 3, np.int64), const("two", 2, np.int64),
+                  oh.make_node("Gather", ["shape", "three"], ["d"], axis=0), oh.make_node("Div", ["d", "two"], ["h0"]),
+                  const("unsq", [0], np.int64), oh.make_node("Unsqueeze", ["h0", "unsq"], ["half"])]
+    else:
+        nodes.append(const("half", [4], np.int64))
+    start, end = first
+    if start is not None:
+        nodes.append(const("start1", [start], np.int64))
+    if end is not None:
+        nodes.append(const("end1", [end], np.int64))
+    nodes += [oh.make_node("Slice", ["x", "start1" if start is not None else "zero", "end1" if end is not None else "half",
+                                     "axis", "step"], ["x1"]),
+              oh.make_node("Slice", ["x", "half", "big", "axis", "step"], ["x2"]),
+              oh.make_node("Neg", ["x2"], ["n"]), oh.make_node("Concat", ["n", "x1"], ["r"], axis=-1),
+              oh.make_node("Mul", ["x", "cos"], ["a"]), oh.make_node("Mul", ["r", "sin"], ["b"]),
+              oh.make_node("Add", ["a", "b"], ["y"])]
+    return model(nodes, feeds, ["y"] + (["r"] if extra_reader else [])), feeds
+
+
+@pytest.mark.parametrize("bounds", ["shape", "constants"])
+def test_rotate_half_fused(bounds):
+    proto, feeds = rotate_half_model(bounds)
+    check(proto, feeds, ["RotateHalfEmbedding"])
+
+
+def test_rotate_half_other_slices_run_the_chain():
+    """A first Slice of [1:5) is fused at load (its bounds are host values) and computed as the chain at run time."""
+    proto, feeds = rotate_half_model("constants", first=(1, 5))
+    check(proto, feeds, ["RotateHalfEmbedding"])
+
+
+def test_rotate_half_not_fused_with_an_extra_reader():
+    proto, feeds = rotate_half_model(extra_reader=True)
+    check(proto, feeds, [])
+
+
+@pytest.mark.parametrize("backend", ["mlx", "torch", "numpy"])
+def test_rotate_half_backend_op(backend):
+    """``B.rotate_half_embedding`` against transformers' ``apply_rotary_pos_emb`` (its ``rotate_half``)."""
+    torch = pytest.importorskip("torch")
+    from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
+
+    q, k = rng.standard_normal((2, 2, 3, 5, 8)).astype(np.float32)
+    cos, sin = rng.standard_normal((2, 2, 5, 8)).astype(np.float32)
+    want_q, want_k = apply_rotary_pos_emb(*(torch.from_numpy(a) for a in (q, k, cos, sin)))
+    B = get_backend(backend)
+    for x, want in ((q, want_q), (k, want_k)):
+        got = B.rotate_half_embedding(B.asarray(x), B.asarray(cos[:, None]), B.asarray(sin[:, None]))
+        np.testing.assert_allclose(np.asarray(B.to_numpy(got)), want.numpy(), rtol=1e-6, atol=1e-6)
 
 
 # -- the MiniLM-shaped BERT fixture ---------------------------------------------------------------

@@ -151,6 +151,11 @@ class Backend(Protocol):
         """``x / sqrt(mean(x**2, -1) + eps) * weight`` over the last axis."""
         ...
 
+    def rotate_half_embedding(self, x: Array, cos: Array, sin: Array) -> Array:
+        """``x * cos + concat(-x2, x1) * sin`` with x1, x2 the halves of the last axis (cos, sin broadcast to x):
+        the rotary embedding as transformers' ``rotate_half`` writes it, in that order of operations."""
+        ...
+
     def gelu(self, x: Array) -> Array:
         """The exact (erf) GELU ``x / 2 * (1 + erf(x / sqrt(2)))``, in ``x``'s dtype."""
         ...

@@ -336,6 +336,12 @@ class MlxBackend:
     def rms_norm(self, x: mx.array, weight: Any, eps: float) -> mx.array:
         return mx.fast.rms_norm(x, weight, eps)
 
+    def rotate_half_embedding(self, x: mx.array, cos: mx.array, sin: mx.array) -> mx.array:
+        # not mx.fast.rope: it makes its own angles from positions, and these come from the model (scaled)
+        half = x.shape[-1] // 2
+        rotated = mx.concatenate([-x[..., half:], x[..., :half]], axis=-1)
+        return x * cos + rotated * sin
+
 
 def _dilate(x: mx.array, strides: Sequence[int]) -> mx.array:
     """Channels-last ``x`` (N, *spatial, C) with ``stride - 1`` zeros between neighbours along each spatial axis."""

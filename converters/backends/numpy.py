@@ -266,6 +266,10 @@ class NumpyBackend:
         y = xf / np.sqrt((xf * xf).mean(-1, keepdims=True) + eps)
         return (y if weight is None else y * weight).astype(x.dtype)
 
+    def rotate_half_embedding(self, x: Any, cos: Any, sin: Any) -> np.ndarray:
+        first, second = np.split(x, 2, axis=-1)
+        return x * cos + np.concatenate([-second, first], axis=-1) * sin
+
 
 def _bind(name: str, fn_name: str) -> None:
     fn = getattr(np, fn_name)

@@ -342,6 +342,10 @@ class TorchBackend:
     def rms_norm(self, x: torch.Tensor, weight: Any, eps: float) -> torch.Tensor:
         return _F.rms_norm(x, x.shape[-1:], weight, eps)
 
+    def rotate_half_embedding(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        first, second = x.chunk(2, -1)
+        return x * cos + torch.cat((second.neg(), first), -1) * sin
+
 
 def _dims(axis: Any, ndim: int) -> tuple[int, ...]:
     if axis is None:

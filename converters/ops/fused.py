@@ -13,6 +13,7 @@ import numpy as np
 
 from ..values import np_dtype
 from .registry import register
+from .tensor_shape import slice_10
 
 FUSED_DOMAIN = "ai.transmuter"
 
@@ -114,3 +115,38 @@ def rms_norm_1(B: Any, x: Any, weight: Any, *, epsilon: float, cast_to: int = 0)
         return B.rms_norm(x, weight, epsilon)
     y = B.rms_norm(x, None, epsilon)
     return B.multiply(weight, y if to is None else B.astype(y, to))
+
+
+def _half_bounds(bounds: list[Any], rank: int, width: int) -> bool:
+    """Whether two Slices' (starts, ends, axes, steps) are ``[:width // 2]`` and ``[width // 2:]`` of the last axis."""
+    try:  # run at every call: plain ints, no numpy arithmetic
+        start1, end1, axis1, step1, start2, end2, axis2, step2 = (None if b is None else b.item() for b in bounds)
+    except (AttributeError, ValueError):  # not one-element host arrays
+        return False
+    half = width // 2
+    return (
+        width % 2 == 0
+        and axis1 in (-1, rank - 1) and axis2 in (-1, rank - 1)
+        and step1 in (None, 1) and step2 in (None, 1)
+        and slice(start1, end1).indices(width)[:2] == (0, half)
+        and slice(start2, end2).indices(width)[:2] == (half, width)
+    )
+
+
+def _broadcasts_to(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:
+    return len(shape) <= len(target) and all(d in (1, t) for d, t in zip(reversed(shape), reversed(target)))
+
+
+@register("RotateHalfEmbedding", 1, FUSED_DOMAIN, static_inputs=tuple(range(3, 11)))
+def rotate_half_embedding_1(B: Any, x: Any, cos: Any, sin: Any, *bounds: Any) -> Any:
+    """``x * cos + Concat(-Slice(x, *bounds[4:]), Slice(x, *bounds[:4]), -1) * sin``: the rotary embedding of the
+    Llama family as exported (``bounds``: the Slices' starts, ends, axes, steps), one backend op
+    (``B.rotate_half_embedding``) when the Slices take the halves of the last axis and nothing broadcasts x."""
+    bounds = list(bounds) + [None] * (8 - len(bounds))
+    shape = B.shape(x)
+    if (shape and _half_bounds(bounds, len(shape), shape[-1]) and B.dtype(cos) == B.dtype(x) == B.dtype(sin)
+            and _broadcasts_to(B.shape(cos), shape) and _broadcasts_to(B.shape(sin), shape)):
+        return B.rotate_half_embedding(x, cos, sin)
+    first, second = slice_10(B, x, *bounds[:4]), slice_10(B, x, *bounds[4:])
+    rotated = B.concatenate([B.negative(second), first], -1)
+    return B.add(B.multiply(x, cos), B.multiply(rotated, sin))
