@@ -78,6 +78,15 @@ torch.rand(1 << 22).exp()  # one parallel region: the main thread's pool (3 work
 with_pool = threads()
 if sys.argv[1] == "release":
     print(release_openmp_pool(), with_pool - before, settle(before) - before)
+elif sys.argv[1] == "stream":
+    import threading
+    from transmuter_mlx.generation.chunks import run_streamed
+
+    go = threading.Event()
+    chunks = run_streamed("text-generation", lambda sink: (go.wait(), sink("hi"))[1])
+    counted = settle(before + 1) - before
+    go.set()
+    print("".join(chunks), with_pool - before, counted)
 else:
     serving = tm.Serving(lambda xs: [x * 2 for x in xs])
     print(serving.run(21), with_pool - before, settle(before + 1) - before)
@@ -86,15 +95,16 @@ else:
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="torch's GNU OpenMP pools per thread are Linux's")
-@pytest.mark.parametrize("how", ["release", "serving"])
+@pytest.mark.parametrize("how", ["release", "serving", "stream"])
 def test_a_thread_that_hands_over_its_model_frees_its_openmp_pool(how):
     """libgomp keeps an idle pool for each thread that ran torch ops; two pools outnumber the cores and make a
-    worker's every parallel region sleep and wake (3-4x slower small ops). Serving drops its creator's pool."""
+    worker's every parallel region sleep and wake (3-4x slower small ops). Serving and a streamed call drop their
+    caller's pool."""
     pytest.importorskip("torch")
     done = subprocess.run([sys.executable, "-c", OPENMP_POOL, how], cwd=ROOT, capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     first, pool, after = done.stdout.split()
-    assert first == ("True" if how == "release" else "42")
+    assert first == {"release": "True", "serving": "42", "stream": "hi"}[how]
     assert int(pool) == 3  # the reference: libgomp's team of 4 is the main thread and 3 pool threads
-    assert int(after) == (0 if how == "release" else 1)  # the pool is gone; Serving's one worker remains
+    assert int(after) == (0 if how == "release" else 1)  # the pool is gone; the one worker remains

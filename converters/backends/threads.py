@@ -12,7 +12,7 @@ threads for each thread that ever ran a parallel region. When those pools togeth
 cores, libgomp stops spinning and every parallel region sleeps and wakes its team: a worker thread
 then runs small torch ops 3-4x slower than the thread that loaded the model (an empty region 0.73 us
 vs 37-50 us; a 135M model's decoding at half speed). ``release_openmp_pool()`` lets a thread that hands
-its model to a worker (``Serving``, the continuous batcher) drop its own pool first.
+its model to a worker (``Serving``, the continuous batcher, a streamed generation) drop its own pool first.
 """
 
 from __future__ import annotations

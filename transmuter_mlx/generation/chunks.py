@@ -163,7 +163,7 @@ def run_streamed(task: str, run: Callable[[ChunkSink], Any], done: bool = False)
     """The consumer's end of a stream whose chunks ``run(sink)`` sends from a worker thread; its return
     value is the outcome (what ``done`` reports), its error is raised to the consumer."""
     from .._native import as_exception
-    from ..converters.backends.threads import release_thread
+    from ..converters.backends.threads import release_openmp_pool, release_thread
 
     sink, outcome = ChunkSink(), Future()
 
@@ -179,6 +179,7 @@ def run_streamed(task: str, run: Callable[[ChunkSink], Any], done: bool = False)
                 sink.end()
 
     worker = threading.Thread(target=work, name=f"{task}-stream", daemon=True)
+    release_openmp_pool()  # the consumer waits on chunks: its idle torch team would slow the worker's ops 3-4x
     worker.start()
     return TextChunks(sink, outcome, done, worker=worker)
 
