@@ -8,9 +8,9 @@ library that exports them and is loaded with ``RTLD_GLOBAL`` *before* ``mlx.core
 every GEMM and LAPACK call. That needs no ``LD_PRELOAD`` and no restart: ``ctypes.CDLL(path,
 RTLD_GLOBAL)`` from Python is enough, as long as it happens first (``libmlx.so`` binds now).
 
-Candidates, in order: ``TRANSMUTER_MLX_BLAS`` (a library path, or ``off``), a system OpenBLAS
-(Debian/Ubuntu ``libopenblas0-pthread``, Fedora ``openblas``), Intel MKL from the ``mkl`` wheel (a
-dependency of the package on Linux x86-64, so ``pip install transmuter-mlx`` brings a fast BLAS).
+Candidates, in order: ``TRANSMUTER_MLX_BLAS`` (a library path, or ``off``), Intel MKL from the ``mkl``
+wheel (a dependency of the package on Linux x86-64, so ``pip install transmuter-mlx`` brings a fast BLAS),
+a system OpenBLAS (Debian/Ubuntu ``libopenblas0-pthread``, Fedora ``openblas``; the choice on ARM).
 
 The library lands in the global scope, so a PyTorch loaded after it calls it too (``libtorch_cpu.so`` binds
 its own ``sgemm_`` through that scope), and an OpenBLAS's pthreads then fight torch's spinning OpenMP workers
@@ -47,14 +47,16 @@ _info: dict[str, object] = {"platform": sys.platform, "library": None, "status":
 
 
 def _candidates() -> list[str]:
-    found = []  # a system OpenBLAS first (installed on purpose; MLX decodes batches faster on it here), then MKL
+    # the mkl wheel (a dependency on Linux x86-64) first: MLX decodes 1.3-2.7x faster on it than on Debian's
+    # OpenBLAS at real model sizes (docs/performance.md); a system OpenBLAS where there is no MKL (ARM)
+    found = []
+    prefixes = {sys.prefix, sys.base_prefix, os.environ.get("CONDA_PREFIX", "")}
+    for prefix in filter(None, prefixes):
+        found += sorted(glob.glob(os.path.join(prefix, "lib", "libmkl_rt.so*")))
     name = ctypes.util.find_library("openblas")
     if name:
         found.append(name)
     found += [p for p in _SYSTEM_OPENBLAS if os.path.exists(p)]
-    prefixes = {sys.prefix, sys.base_prefix, os.environ.get("CONDA_PREFIX", "")}
-    for prefix in filter(None, prefixes):  # the mkl wheel, a dependency on Linux x86-64
-        found += sorted(glob.glob(os.path.join(prefix, "lib", "libmkl_rt.so*")))
     return list(dict.fromkeys(found))
 
 
