@@ -58,9 +58,10 @@ def test_without_the_release_the_process_can_abort(folder):
 
 OPENMP_POOL = """
 import os, sys, time
-import torch
 import transmuter_mlx as tm
 from transmuter_mlx.converters.backends.threads import release_openmp_pool
+before_torch = release_openmp_pool()  # nothing to ask yet, and nothing remembered of that
+import torch
 
 def threads():
     return len(os.listdir("/proc/self/task"))
@@ -77,7 +78,7 @@ before = threads()
 torch.rand(1 << 22).exp()  # one parallel region: the main thread's pool (3 workers) stays behind
 with_pool = threads()
 if sys.argv[1] == "release":
-    print(release_openmp_pool(), with_pool - before, settle(before) - before)
+    print(f"{before_torch}-{release_openmp_pool()}", with_pool - before, settle(before) - before)
 elif sys.argv[1] == "stream":
     import threading
     from transmuter_mlx.generation.chunks import run_streamed
@@ -105,6 +106,6 @@ def test_a_thread_that_hands_over_its_model_frees_its_openmp_pool(how):
                           timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     first, pool, after = done.stdout.split()
-    assert first == {"release": "True", "serving": "42", "stream": "hi"}[how]
+    assert first == {"release": "False-True", "serving": "42", "stream": "hi"}[how]
     assert int(pool) == 3  # the reference: libgomp's team of 4 is the main thread and 3 pool threads
     assert int(after) == (0 if how == "release" else 1)  # the pool is gone; the one worker remains

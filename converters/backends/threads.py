@@ -55,14 +55,18 @@ def track_thread() -> None:
         _state.release = _ReleaseAtThreadEnd()
 
 
-@cache
 def _torch_libgomp() -> ctypes.CDLL | None:
-    """The GNU OpenMP runtime torch loaded (bundled in its ``lib`` on Linux), or None (not loaded, or
-    LLVM's libomp as on macOS, whose pools are shared, not per thread)."""
+    """The GNU OpenMP runtime torch loaded (bundled in its ``lib`` on Linux), or None (torch not imported yet,
+    or LLVM's libomp as on macOS, whose pools are shared, not per thread)."""
     torch = sys.modules.get("torch")
     if torch is None or sys.platform != "linux":
-        return None
-    for path in sorted((Path(torch.__file__).parent / "lib").glob("libgomp*.so*")):
+        return None  # not cached: torch may be imported later
+    return _libgomp_in(Path(torch.__file__).parent / "lib")
+
+
+@cache
+def _libgomp_in(folder: Path) -> ctypes.CDLL | None:
+    for path in sorted(folder.glob("libgomp*.so*")):
         try:
             return ctypes.CDLL(str(path), mode=os.RTLD_NOLOAD | os.RTLD_GLOBAL)
         except OSError:  # not the copy this process loaded
