@@ -38,6 +38,10 @@ def _scale(factors: list[Any], divide: tuple[int, ...]) -> float:
     return scale
 
 
+def _broadcasts_to(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:
+    return len(shape) <= len(target) and all(d in (1, t) for d, t in zip(reversed(shape), reversed(target)))
+
+
 def _sdpa_applies(B: Any, q: Any, key: Any, v: Any, mask: Any, factors: list[Any]) -> bool:
     """Whether the fused kernel computes exactly the chain: (b, h, s, d) operands of one batch and
     head count, scalar scale factors, and a same-dtype mask that broadcasts to the scores."""
@@ -49,12 +53,7 @@ def _sdpa_applies(B: Any, q: Any, key: Any, v: Any, mask: Any, factors: list[Any
     if mask is None:
         return True
     scores = (*shapes[0][:3], shapes[1][2])
-    m = B.shape(mask)
-    return (
-        B.dtype(mask) == B.dtype(q)
-        and len(m) <= 4
-        and all(d in (1, s) for d, s in zip(reversed(m), reversed(scores)))
-    )
+    return B.dtype(mask) == B.dtype(q) and _broadcasts_to(B.shape(mask), scores)
 
 
 @register("ScaledDotProductAttention", 1, FUSED_DOMAIN, static_inputs=(4, 5, 6))
@@ -131,10 +130,6 @@ def _half_bounds(bounds: list[Any], rank: int, width: int) -> bool:
         and slice(start1, end1).indices(width)[:2] == (0, half)
         and slice(start2, end2).indices(width)[:2] == (half, width)
     )
-
-
-def _broadcasts_to(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:
-    return len(shape) <= len(target) and all(d in (1, t) for d, t in zip(reversed(shape), reversed(target)))
 
 
 @register("RotateHalfEmbedding", 1, FUSED_DOMAIN, static_inputs=tuple(range(3, 11)))
