@@ -10,7 +10,10 @@ backends have one kernel for each (``B.gelu``, ``B.sdpa``). ``fuse`` finds these
   optionally a ``Transpose``) -> optional ``Mul``/``Div`` of the scores by a host scalar ->
   optional ``Add(mask)`` -> ``Softmax(axis=-1)`` -> optional ``Where(IsNaN(p), 0, p)`` -> ``MatMul(., V)``
   -> ``ai.transmuter::ScaledDotProductAttention`` (``converters/ops/fused.py``), which runs
-  ``B.sdpa`` when the run-time shapes make it the same computation and the chain otherwise.
+  ``B.sdpa`` when the run-time shapes make it the same computation and the chain otherwise. K and V
+  may each come through transformers' ``repeat_kv`` (``Unsqueeze(axis 2)`` -> ``Expand`` -> ``Reshape``, the
+  grouped heads of Llama, Qwen, SmolLM copied out to one per query head): the fused node reads the
+  grouped heads and ``B.sdpa`` attends to them in place (torch's ``enable_gqa``), without the copies.
 - Linear layers: ``MatMul(x, W)`` -> ``Add(b)`` with a 2-D weight and a 1-D bias of its width, both
   initializers -> ``ai.transmuter::MatMulAdd``, which runs ``B.linear`` (torch's ``addmm``: the bias
   rides in the GEMM, and on the CPU one fewer hand-over between BLAS and torch's element-wise threads).
@@ -94,6 +97,14 @@ class _Index:
 
     def exclusive(self, name: str, reader: int) -> bool:
         return self.only_reader(name) == reader
+
+    def only_data_reader(self, name: str) -> int | None:
+        """The one node that reads the values of ``name`` (once), when every other reader reads only its shape."""
+        readers = [r for r in self.readers.get(name, []) if not self._shape_reader(r)]
+        return readers[0] if len(readers) == 1 and name not in self.pinned else None
+
+    def _shape_reader(self, i: int) -> bool:
+        return self.nodes[i].op_type in _SHAPE_OPS and normalize_domain(self.nodes[i].domain) == ""
 
     def const(self, name: str) -> np.ndarray | None:
         """The value of an initializer or ``Constant`` output with at most one element."""
@@ -248,6 +259,32 @@ def _nan_guard(ix: _Index, probs: str) -> tuple[str, list[int]]:
     return where.output[0], [ni, wi]
 
 
+def _repeated_heads(ix: _Index, name: str, reader: int) -> tuple[str, list[str], list[int]]:
+    """``name`` as (kv, [expand shape, reshape shape], nodes): transformers' ``repeat_kv`` of grouped key or value
+    heads (``Unsqueeze`` at axis 2 -> ``Expand`` -> ``Reshape``) whose values only ``reader`` reads, or ``name``
+    itself and no repeat. The nodes are removed only when nothing reads their outputs at all; a shape reader
+    keeps them in the graph (the replay skips a device node that is read only through its shape)."""
+    none: tuple[str, list[str], list[int]] = (name, ["", ""], [])
+    ri, reshape = ix.node(name, "Reshape")
+    if reshape is None or len(reshape.input) != 2 or _attr(reshape, "allowzero", 0) or ix.only_data_reader(name) != reader:
+        return none
+    ei, expand = ix.node(reshape.input[0], "Expand")
+    if expand is None or ix.only_data_reader(reshape.input[0]) != ri:
+        return none
+    ui, unsqueeze = ix.node(expand.input[0], "Unsqueeze")
+    if unsqueeze is None or ix.only_data_reader(expand.input[0]) != ei:
+        return none
+    axes = _attr(unsqueeze, "axes")
+    if axes is None and len(unsqueeze.input) > 1:  # opset 13: the axes are an input
+        c = ix.const(unsqueeze.input[1])
+        axes = None if c is None else c.reshape(-1).tolist()
+    if list(axes or []) not in ([2], [-3]):
+        return none
+    chain = [ui, ei, ri]
+    alone = all(ix.exclusive(ix.nodes[j].output[0], k) for j, k in zip(chain, [ei, ri, reader]))
+    return unsqueeze.input[0], [expand.input[1], reshape.input[1]], chain if alone else []
+
+
 def _match_attention(ix: _Index, i: int) -> _Match | None:
     softmax = ix.nodes[i]
     axis = next((a.i for a in softmax.attribute if a.name == "axis"), -1 if ix.opsets.get("", 1) >= 13 else 1)
@@ -279,12 +316,19 @@ def _match_attention(ix: _Index, i: int) -> _Match | None:
     key, key_perm = kt, []
     ti, transpose = ix.node(kt, "Transpose")
     perm = next((list(a.ints) for a in transpose.attribute if a.name == "perm"), []) if transpose else []
-    if len(perm) == 4 and ix.exclusive(kt, nodes[0] if nodes else mi):
-        key, key_perm = transpose.input[0], perm
+    key_reader = nodes[0] if nodes else mi
+    if len(perm) == 4 and ix.exclusive(kt, key_reader):
+        key, key_perm, key_reader = transpose.input[0], perm, ti
         removed.append(ti)
+    key, key_repeat, nodes = _repeated_heads(ix, key, key_reader)
+    removed += nodes
+    value, value_repeat, nodes = _repeated_heads(ix, out.input[1], oi)
+    removed += nodes
     if any(normalize_domain(ix.nodes[j].domain) != "" for j in removed):
         return None
-    inputs = [query, key, out.input[1], mask, query_factor, key_factor, score_factor]
+    inputs = [query, key, value, mask, query_factor, key_factor, score_factor]
+    if any(key_repeat + value_repeat):
+        inputs += key_repeat + value_repeat
     attrs = {"divide": [query_div, key_div, score_div]} | ({"key_perm": key_perm} if key_perm else {})
     attrs |= {"nan_to_zero": 1} if guard else {}
     removed = sorted(removed)

@@ -28,6 +28,7 @@ from .bounds import Guard, check_extremes, check_values, clamp, extremes, host_s
 from .errors import ConverterError, DynamicShapeError, OpError, UnsupportedOpError
 from .ops import OpSpec, registered_versions, resolve
 from .ops.registry import normalize_domain
+from .replay import StraightLine, straight_line
 from .values import attribute_value, is_host, sparse_to_numpy, tensor_to_numpy
 
 
@@ -355,6 +356,43 @@ def _to_host(a: Any, B: Backend) -> Any:
     return a if is_host(a) else B.to_numpy(a)
 
 
+def _shortcut(step: Step, plan: list[tuple[str, Any]], args: list[Any], env: Mapping[str, Any],
+              B: Backend) -> tuple[str, Any] | None:
+    """What an eager replay may run instead of the step's op, given the planning walk's values: its output's
+    shape or dtype for an op that declares ``replay_as`` (``("reshape", (1, 9, 64))``), or the op's own kernel
+    for these shapes (``("kernel", fn)``, from ``specialise``); None for the op itself."""
+    spec = step.spec
+    form = spec.replay_as
+    out = env.get(step.outputs[0]) if step.outputs and step.outputs[0] else None
+    if form == "identity":
+        return form, None
+    if form is not None and out is not None and B.is_array(out):
+        return form, B.dtype(out) if form == "astype" else tuple(int(d) for d in B.shape(out))
+    if spec.specialise is not None:
+        kernel = spec.specialise(B, *[a if n else c for (n, c), a in zip(plan, args)], **step.attrs)
+        return None if kernel is None else ("kernel", kernel)
+    return None
+
+
+def _step_key(step: Step, plan: list[tuple[str, Any]], args: list[Any]) -> tuple | None:
+    """What a replay step computes, as a key equal for two steps with the same op, attributes and inputs (device
+    values by name, small host values by value); None for a step never merged (control flow, odd attributes)."""
+    attrs = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in step.attrs.items()))
+    plain = int | float | str | bytes | None
+    if step.spec.context or not all(isinstance(v, plain) or isinstance(v, tuple) and all(isinstance(x, plain) for x in v)
+                                    for _, v in attrs):
+        return None
+    inputs = []
+    for (name, _), a in zip(plan, args):
+        if name:
+            inputs.append(name)
+        elif isinstance(a, np.ndarray | np.generic) and a.nbytes <= 1024:
+            inputs.append((a.dtype.str, a.shape, a.tobytes()))
+        else:
+            inputs.append(id(a))  # a large host value: the same only as itself
+    return (step.spec, attrs, tuple(inputs))
+
+
 def _to_device(a: Any, B: Backend) -> Any:
     if isinstance(a, list):
         return [_to_device(x, B) for x in a]
@@ -429,7 +467,7 @@ class Executable:
             self.replay = None
             self.compiled = False
             return
-        self._build_replay(trace, feeds)
+        self._build_replay(trace, feeds, interp.env, {position for position, _, _ in found})
         self._trace = trace
         self.guards = self._guards(found, trace, interp.env)
         self._guards_at: dict[int, list[Guard]] = {}
@@ -446,6 +484,9 @@ class Executable:
         self.compiled = compile
         self.traced = compile and backend.traces
         self.replay = backend.compile(self._replay) if compile else self._replay
+        # an untraced replay runs as written-out Python (``replay.py``), written at its first run
+        self._code: StraightLine | None = None
+        self._write_code = not self.traced
         if self.traced or any(not g.on_host for g in self.guards):
             # a traced replay gives every call of a signature the same numbers, and device checks come
             # from the replay: don't keep the planning walk's graph alive
@@ -471,15 +512,25 @@ class Executable:
         out, self._first_outputs = self._first_outputs, None
         return out
 
-    def _build_replay(self, trace: list[tuple[Step, list[Any]]], feeds: Mapping[str, Any]) -> None:
-        """Keep the steps that produced a device value; bake in the host values they read."""
+    def _build_replay(self, trace: list[tuple[Step, list[Any]]], feeds: Mapping[str, Any],
+                      env: Mapping[str, Any], guarded: set[int]) -> None:
+        """Keep the steps that produced a device value that is read; bake in the host values they read. ``env``:
+        the values of the planning walk, whose shapes and dtypes the signature fixes (``shortcuts``);
+        ``guarded``: the trace positions of steps whose indices are checked (kept whether read or not)."""
         B = self.backend
+        # step index -> what an eager replay runs instead of the op (``replay.py``)
+        self.shortcuts: dict[int, tuple[str, Any]] = {}
         self.feed_names = [n for n in self.program.input_names if n in feeds and not is_host(feeds[n])]
         device = set(self.feed_names)
         self.steps: list[tuple[Step, list[tuple[str, Any]]]] = []
         self._trace_positions: list[int] = []
         host_values: dict[str, Any] = {}
         constant = set(self.program.initializers)  # values that no input influences
+        # a step that repeats an earlier one (same op, attributes and inputs: each layer's copy of the mask)
+        # runs once; its outputs become names for the first one's
+        first: dict[tuple, Step] = {}
+        alias: dict[str, str] = {}
+        kept_names = set(self.program.output_names) | {n for step, _ in trace for n in step.captures}
         for position, (step, args) in enumerate(trace):
             reads = step.inputs + step.captures  # a subgraph's outer-scope reads count as inputs
             reads_device = any(n in device for n in reads if n)
@@ -490,7 +541,7 @@ class Executable:
             plan = []
             for i, (n, a) in enumerate(zip(step.inputs, args)):
                 if not n or n in device:
-                    plan.append((n, None))
+                    plan.append((alias.get(n, n), None))
                 elif i in step.spec.static_inputs:
                     plan.append(("", np.asarray(a) if is_host(a) else a))
                 else:
@@ -499,12 +550,23 @@ class Executable:
                     if key not in cache:
                         cache[key] = _to_device(a, B)
                     plan.append(("", cache[key]))
+            key = _step_key(step, plan, args)
+            if key is not None and key in first and not kept_names.intersection(step.outputs):
+                alias.update((o, f) for o, f in zip(step.outputs, first[key].outputs) if o)
+                device.update(o for o in step.outputs if o)
+                continue
+            if key is not None:
+                first[key] = step
+            shortcut = _shortcut(step, plan, args, env, B)
+            if shortcut is not None:
+                self.shortcuts[len(self.steps)] = shortcut
             self.steps.append((step, plan))
             self._trace_positions.append(position)
             device.update(o for o in step.outputs if o)
         names = self.program.output_names
         self.host_outputs = {n: self._first_outputs[n] for n in names if n not in device}
         self.device_output_names = [n for n in names if n in device]
+        self._drop_unread(guarded)
         # each device value is dropped after its last reader, so an eager replay (torch) frees activations as
         # PyTorch eager does instead of holding every one of them to the end (MiniLM 32x128: 1.9 GB peak)
         last: dict[str, int] = {}
@@ -520,8 +582,40 @@ class Executable:
             if n not in keep:
                 self._drop_after[i] += (n,)
 
+    def _drop_unread(self, guarded: set[int]) -> None:
+        """Drop the steps whose device values nothing reads but shapes (``Shape``, ``Size``: constants of the
+        signature): a ``repeat_kv`` chain that the fused attention reads around stays in the graph for its shape,
+        and would otherwise copy the key and value cache out per head at every step."""
+        needed, live = set(self.device_output_names), []
+        for i in reversed(range(len(self.steps))):
+            step, plan = self.steps[i]
+            if self._trace_positions[i] in guarded or any(o in needed for o in step.outputs if o):
+                live.append(i)
+                needed.update(n for n, _ in plan if n)
+                needed.update(n for n in step.captures if n)
+        live.reverse()
+        self.shortcuts = {new: self.shortcuts[old] for new, old in enumerate(live) if old in self.shortcuts}
+        self.steps = [self.steps[i] for i in live]
+        self._trace_positions = [self._trace_positions[i] for i in live]
+
     def _replay(self, *arrays: Any) -> tuple[Any, ...]:
         """The device outputs, then the extremes of each index checked on the device."""
+        if self._write_code:
+            self._code, self._write_code = straight_line(self), False
+        code = self._code
+        if code is None:
+            return self._walk(*arrays)
+        try:
+            return code(*arrays)
+        except Exception:
+            pass
+        # the walk names the node that fails; where it runs instead (a backend's ``retry_place``), it stays
+        out = self._walk(*arrays)
+        self._code = None
+        return out
+
+    def _walk(self, *arrays: Any) -> tuple[Any, ...]:
+        """``_replay`` as a loop over the steps, each op called through ``call_op`` and its errors labelled."""
         env = dict(zip(self.feed_names, arrays))
         B = self.backend
         found = []
@@ -568,7 +662,7 @@ class Executable:
         if self.replay is None:
             return Interpreter(self.program, self.backend, sync=True).run(feeds)
         if self._trace_on_reuse:  # a second call: the shape recurs, so a trace pays for itself
-            self._trace_on_reuse = False
+            self._trace_on_reuse = self._write_code = False  # a trace walks the steps once
             self.replay, self.compiled, self.traced = self.backend.compile(self._replay), True, True
         outs = self.replay(*(feeds[n] for n in self.feed_names))
         n = len(self.device_output_names)

@@ -48,14 +48,17 @@ def fused_ops(m) -> list[str]:
 
 
 def check(proto: onnx.ModelProto, feeds: dict[str, np.ndarray], want_fused: list[str], tol: float = 1e-5):
+    """Fused as ``want_fused`` says, and equal to onnxruntime on the first call (the planning walk: the op itself)
+    and the second (the replay: on torch the kernel the op's ``specialise`` chose)."""
     ref = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
     for backend in BACKENDS:
         m = tm.load(proto, backend=backend)
         assert fused_ops(m) == want_fused, backend
-        got = [np.asarray(m.backend.to_numpy(v)) for v in m(feeds).values()]
-        for r, g in zip(ref, got):
-            assert g.shape == r.shape, (backend, g.shape, r.shape)
-            np.testing.assert_allclose(g, r, rtol=tol, atol=tol, err_msg=backend)
+        for _ in range(2):
+            got = [np.asarray(m.backend.to_numpy(v)) for v in m(feeds).values()]
+            for r, g in zip(ref, got):
+                assert g.shape == r.shape, (backend, g.shape, r.shape)
+                np.testing.assert_allclose(g, r, rtol=tol, atol=tol, err_msg=backend)
 
 
 # -- GELU ---------------------------------------------------------------------------------------
@@ -111,6 +114,7 @@ def test_gelu_not_fused_with_extra_reader_or_other_constant():
 # -- attention ----------------------------------------------------------------------------------
 
 B_, H, S, D = 2, 3, 5, 8
+H_GQA = 6  # query heads over 2 key and value heads
 
 
 def attention_feeds(mask=True):
@@ -419,3 +423,65 @@ def test_in_place_fusion_rewrites_the_nodes_as_the_copy_does():
     assert edited is original and edited_opsets == copied_opsets
     assert [n.SerializeToString() for n in edited.graph.node] == [n.SerializeToString() for n in copied.graph.node]
     assert [o.SerializeToString() for o in edited.opset_import] == [o.SerializeToString() for o in copied.opset_import]
+
+
+def repeated_heads_model(target="grouped", shape_reader=True):
+    """transformers' repeat_kv before the attention: K and V of 2 heads, Unsqueeze(2) -> Expand -> Reshape
+    to the query's 6 heads (``target="grouped"``), or to a longer key sequence (``"sequence"``: no grouping)."""
+    feeds = attention_feeds()
+    hk, n = 2, H_GQA // 2
+    feeds["q"] = rng.standard_normal((B_, H_GQA, S, D)).astype(np.float32)
+    feeds["k"], feeds["v"] = (rng.standard_normal((B_, hk, S, D)).astype(np.float32) for _ in range(2))
+    grouped = [B_, hk * n, S, D] if target == "grouped" else [B_, hk, n * S, D]
+    if target == "sequence":
+        feeds["q"] = feeds["q"][:, :hk]
+        feeds["mask"] = np.zeros((B_, 1, 1, n * S), np.float32)
+    nodes = [const("axes", [2], np.int64), const("expand", [B_, hk, n, S, D], np.int64),
+             const("grouped", grouped, np.int64)]
+    for x in ("k", "v"):
+        nodes += [oh.make_node("Unsqueeze", [x, "axes"], [f"{x}5"], name=f"unsqueeze_{x}"),
+                  oh.make_node("Expand", [f"{x}5", "expand"], [f"{x}n"], name=f"expand_{x}"),
+                  oh.make_node("Reshape", [f"{x}n", "grouped"], [f"{x}r"], name=f"reshape_{x}")]
+    attention = attention_nodes()
+    attention[0].input[0] = "kr"
+    attention[-1].input[1] = "vr"
+    nodes += attention
+    outputs = ["y"]
+    if shape_reader:  # optimum's export reads the repeated key's shape (for the mask's length)
+        nodes += [oh.make_node("Shape", ["kr"], ["kshape"], name="kshape"),
+                  oh.make_node("Cast", ["kshape"], ["kshape_f"], name="kshape_f", to=TensorProto.FLOAT)]
+        outputs.append("kshape_f")
+    return model(nodes, feeds, outputs, opset=18), feeds
+
+
+@pytest.mark.parametrize("shape_reader", [False, True])
+def test_attention_reads_grouped_heads_through_repeat_kv(shape_reader):
+    proto, feeds = repeated_heads_model(shape_reader=shape_reader)
+    check(proto, feeds, ["ScaledDotProductAttention"])
+    m = tm.load(proto, backend="torch")
+    m(feeds), m(feeds)
+    (exe,) = m._executables.values()
+    replayed = [s.spec.op_type for s, _ in exe.steps]
+    assert replayed == ["ScaledDotProductAttention"]  # the copies per head are never made, even when kept for a Shape
+
+
+def test_attention_repeat_that_is_not_grouping_runs_the_chain():
+    proto, feeds = repeated_heads_model(target="sequence")
+    check(proto, feeds, ["ScaledDotProductAttention"])
+
+
+def test_replay_skips_a_device_node_read_only_through_its_shape():
+    x = rng.standard_normal((3, 4)).astype(np.float32)
+    nodes = [oh.make_node("Exp", ["x"], ["e"], name="exp"), oh.make_node("Shape", ["e"], ["s"], name="shape"),
+             oh.make_node("Cast", ["s"], ["sf"], name="cast", to=TensorProto.FLOAT),
+             oh.make_node("Neg", ["x"], ["y"], name="neg")]
+    proto = model(nodes, {"x": x}, ["y", "sf"])
+    ref = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    for backend in BACKENDS:
+        m = tm.load(proto, backend=backend)
+        for _ in range(2):
+            got = m({"x": x})
+            for r, g in zip(ref, got.values()):
+                np.testing.assert_array_equal(np.asarray(m.backend.to_numpy(g)), r)
+        (exe,) = m._executables.values()
+        assert [s.spec.op_type for s, _ in exe.steps] == ["Neg"], backend

@@ -274,8 +274,11 @@ class MlxBackend:
 
     def sdpa(self, q: mx.array, k: mx.array, v: mx.array, scale: float, mask: Any = None) -> mx.array:
         additive = mask is None or isinstance(mask, mx.array) and mask.dtype == q.dtype
-        if fastmath.applies(q) and q.dtype == mx.float32 and q.shape[1] == k.shape[1] and additive:
+        if fastmath.applies(q) and q.dtype == mx.float32 and additive:
             # the CPU's fused kernel runs the scalar mx.softmax: composed with ours it is ~1.7x faster
+            if q.shape[1] != k.shape[1]:  # grouped heads: query head i reads kv head i // n
+                n = q.shape[1] // k.shape[1]
+                k, v = mx.repeat(k, n, axis=1), mx.repeat(v, n, axis=1)
             scores = mx.matmul(q * scale, mx.swapaxes(k, -1, -2))
             return mx.matmul(fastmath.softmax(scores if mask is None else scores + mask, -1), v)
         return mx.fast.scaled_dot_product_attention(q, k, v, scale=scale, mask=mask)

@@ -54,27 +54,27 @@ def _host_target(B: Any, attrs: dict[str, Any]) -> bool:
     return "to" in attrs and not B.supports_dtype(_target(attrs["to"]))
 
 
-@register("Cast", 1, host=_host_target)
+@register("Cast", 1, host=_host_target, replay_as="astype")
 def cast_1(B: Any, x: Any, *, to: int | str) -> Any:
     return _cast(B, x, _target(to))
 
 
-@register("Cast", 19, host=_host_target)
+@register("Cast", 19, host=_host_target, replay_as="astype")
 def cast_19(B: Any, x: Any, *, to: int, saturate: int = 1) -> Any:
     return _cast(B, x, _target(to), saturate)
 
 
-@register("Cast", 24, host=_host_target)
+@register("Cast", 24, host=_host_target, replay_as="astype")
 def cast_24(B: Any, x: Any, *, to: int, saturate: int = 1, round_mode: str = "up") -> Any:
     return _cast(B, x, _target(to), saturate, round_mode)
 
 
-@register("CastLike", 15)
+@register("CastLike", 15, replay_as="astype")
 def castlike_15(B: Any, x: Any, like: Any) -> Any:
     return _cast(B, x, np.dtype(B.dtype(like)))
 
 
-@register("CastLike", 19)
+@register("CastLike", 19, replay_as="astype")
 def castlike_19(B: Any, x: Any, like: Any, *, saturate: int = 1) -> Any:
     return _cast(B, x, np.dtype(B.dtype(like)), saturate)
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..values import np_dtype
 from .registry import register
-from .tensor_shape import slice_10
+from .tensor_shape import _ints, _reshape_target, expand_8, reshape_14, slice_10, unsqueeze_13
 
 FUSED_DOMAIN = "ai.transmuter"
 
@@ -56,7 +56,76 @@ def _sdpa_applies(B: Any, q: Any, key: Any, v: Any, mask: Any, factors: list[Any
     return B.dtype(mask) == B.dtype(q) and _broadcasts_to(B.shape(mask), scores)
 
 
-@register("ScaledDotProductAttention", 1, FUSED_DOMAIN, static_inputs=(4, 5, 6))
+def _group_size(shape: tuple[int, ...], expand: Any, target: Any) -> int | None:
+    """n when ``Reshape(Expand(Unsqueeze(x, 2), expand), target)`` of an ``x`` of ``shape`` (b, h, s, d) repeats
+    each head n times in a row (transformers' ``repeat_kv``: query head i reads head i // n); else None."""
+    if len(shape) != 4:
+        return None
+    try:
+        expanded = np.broadcast_shapes((*shape[:2], 1, *shape[2:]), tuple(_ints(expand)))
+    except ValueError:
+        return None
+    if len(expanded) != 5 or expanded[:2] != shape[:2] or expanded[3:] != shape[2:]:
+        return None
+    n = expanded[2]
+    grouped = [shape[0], shape[1] * n, *shape[2:]]
+    return n if _reshape_target(expanded, _ints(target), 0) == grouped else None
+
+
+def _repeat_heads(B: Any, x: Any, expand: Any, target: Any) -> Any:
+    """The chain ``Reshape(Expand(Unsqueeze(x, 2), expand), target)`` itself (nothing when ``expand`` is None)."""
+    if expand is None:
+        return x
+    return reshape_14(B, expand_8(B, unsqueeze_13(B, x, np.array([2])), expand), target)
+
+
+def _attention_kernel(
+    B: Any,
+    query: Any,
+    key: Any,
+    value: Any,
+    mask: Any = None,
+    query_factor: Any = None,
+    key_factor: Any = None,
+    score_factor: Any = None,
+    key_expand: Any = None,
+    key_shape: Any = None,
+    value_expand: Any = None,
+    value_shape: Any = None,
+    *,
+    key_perm: tuple[int, ...] = (),
+    divide: tuple[int, ...] = (0, 0, 0),
+    nan_to_zero: int = 0,
+) -> Any:
+    """The attention as one ``B.sdpa`` call, a function of the op's inputs, where the shapes and static inputs make
+    it the chain's computation (None elsewhere); decided from shapes alone, so a replay decides once."""
+    factors = [query_factor, key_factor, score_factor]
+    perm = list(key_perm) or [0, 1, 2, 3]
+    if len(B.shape(key)) != 4 or len(perm) != 4:
+        return None
+    swap = _swap_last(perm)
+    k = B.transpose(key, swap)
+    if key_expand is not None or value_expand is not None:
+        groups = {_group_size(B.shape(key), key_expand, key_shape) if key_expand is not None else 1,
+                  _group_size(B.shape(value), value_expand, value_shape) if value_expand is not None else 1}
+        heads = B.shape(query)[1:2], B.shape(k)[1:2], B.shape(value)[1:2]
+        if len(groups) != 1 or None in groups or perm[:2] != [0, 1]:
+            return None
+        if heads[0] != (heads[1][0] * groups.pop(),) or heads[1] != heads[2]:
+            return None
+    if not _sdpa_applies(B, query, k, value, mask, factors):
+        return None
+    scale, keep = _scale(factors, divide), swap == [0, 1, 2, 3]
+
+    def kernel(q: Any, key: Any, v: Any, mask: Any = None, *static: Any) -> Any:
+        out = B.sdpa(q, key if keep else B.transpose(key, swap), v, scale, mask)
+        return _zero_nan(B, out) if nan_to_zero else out
+
+    return kernel
+
+
+@register("ScaledDotProductAttention", 1, FUSED_DOMAIN, static_inputs=(4, 5, 6, 7, 8, 9, 10),
+          specialise=_attention_kernel)
 def scaled_dot_product_attention_1(
     B: Any,
     query: Any,
@@ -66,6 +135,10 @@ def scaled_dot_product_attention_1(
     query_factor: Any = None,
     key_factor: Any = None,
     score_factor: Any = None,
+    key_expand: Any = None,
+    key_shape: Any = None,
+    value_expand: Any = None,
+    value_shape: Any = None,
     *,
     key_perm: tuple[int, ...] = (),
     divide: tuple[int, ...] = (0, 0, 0),
@@ -77,13 +150,17 @@ def scaled_dot_product_attention_1(
     K^T (none: ``key`` is K^T already); the three factors (host scalars: constants, or computed from
     shapes) multiply, or divide where ``divide`` says so, the query, K^T and the scores. ``nan_to_zero``: the
     probabilities went through ``Where(IsNaN(p), 0, p)``, so a fully masked row attends to nothing (zeros).
+    ``key_expand`` and ``key_shape`` (``value_expand``, ``value_shape``): the key (value) is first repeated by
+    ``Reshape(Expand(Unsqueeze(key, 2), key_expand), key_shape)``; ``B.sdpa`` reads the heads grouped instead
+    where that repeat is transformers' ``repeat_kv``.
     """
-    factors = [query_factor, key_factor, score_factor]
-    if len(B.shape(key)) == 4:
-        k = B.transpose(key, _swap_last(list(key_perm) or [0, 1, 2, 3]))
-        if _sdpa_applies(B, query, k, value, mask, factors):
-            out = B.sdpa(query, k, value, _scale(factors, divide), mask)
-            return _zero_nan(B, out) if nan_to_zero else out
+    inputs = (query, key, value, mask, query_factor, key_factor, score_factor, key_expand, key_shape, value_expand,
+              value_shape)
+    kernel = _attention_kernel(B, *inputs, key_perm=key_perm, divide=divide, nan_to_zero=nan_to_zero)
+    if kernel is not None:
+        return kernel(*inputs)
+    key = _repeat_heads(B, key, key_expand, key_shape)
+    value = _repeat_heads(B, value, value_expand, value_shape)
     kt = B.transpose(key, list(key_perm)) if key_perm else key
     scores = B.matmul(_scaled(B, query, query_factor, divide[0]), _scaled(B, kt, key_factor, divide[1]))
     scores = _scaled(B, scores, score_factor, divide[2])
@@ -105,13 +182,22 @@ def matmul_add_1(B: Any, x: Any, weight: Any, bias: Any) -> Any:
     return B.linear(x, weight, bias)
 
 
-@register("RMSNorm", 1, FUSED_DOMAIN)
+def _rms_norm_kernel(B: Any, x: Any, weight: Any, *, epsilon: float, cast_to: int = 0) -> Any:
+    """``B.rms_norm`` with the weight, a function of the op's inputs, where the Cast keeps x's dtype (else None)."""
+    to = np_dtype(cast_to) if cast_to else None
+    if (to is None or to == B.dtype(x)) and B.dtype(weight) == B.dtype(x) and len(B.shape(weight)) == 1:
+        return lambda x, weight: B.rms_norm(x, weight, epsilon)
+    return None
+
+
+@register("RMSNorm", 1, FUSED_DOMAIN, specialise=_rms_norm_kernel)
 def rms_norm_1(B: Any, x: Any, weight: Any, *, epsilon: float, cast_to: int = 0) -> Any:
     """``weight * Cast(x / sqrt(mean(x^2, -1) + epsilon), cast_to)`` (no Cast when ``cast_to`` is 0): the RMSNorm of
     the Llama family as exported, one kernel (``B.rms_norm``) where the Cast keeps the dtype."""
+    kernel = _rms_norm_kernel(B, x, weight, epsilon=epsilon, cast_to=cast_to)
+    if kernel is not None:
+        return kernel(x, weight)
     to = np_dtype(cast_to) if cast_to else None
-    if (to is None or to == B.dtype(x)) and B.dtype(weight) == B.dtype(x) and len(B.shape(weight)) == 1:
-        return B.rms_norm(x, weight, epsilon)
     y = B.rms_norm(x, None, epsilon)
     return B.multiply(weight, y if to is None else B.astype(y, to))
 
@@ -132,16 +218,26 @@ def _half_bounds(bounds: list[Any], rank: int, width: int) -> bool:
     )
 
 
-@register("RotateHalfEmbedding", 1, FUSED_DOMAIN, static_inputs=tuple(range(3, 11)))
-def rotate_half_embedding_1(B: Any, x: Any, cos: Any, sin: Any, *bounds: Any) -> Any:
-    """``x * cos + Concat(-Slice(x, *bounds[4:]), Slice(x, *bounds[:4]), -1) * sin``: the rotary embedding of the
-    Llama family as exported (``bounds``: the Slices' starts, ends, axes, steps), one backend op
-    (``B.rotate_half_embedding``) when the Slices take the halves of the last axis and nothing broadcasts x."""
+def _rotate_half_kernel(B: Any, x: Any, cos: Any, sin: Any, *bounds: Any) -> Any:
+    """``B.rotate_half_embedding``, a function of the op's inputs, where the Slices take the halves of the last axis
+    and nothing broadcasts x (else None)."""
     bounds = list(bounds) + [None] * (8 - len(bounds))
     shape = B.shape(x)
     if (shape and _half_bounds(bounds, len(shape), shape[-1]) and B.dtype(cos) == B.dtype(x) == B.dtype(sin)
             and _broadcasts_to(B.shape(cos), shape) and _broadcasts_to(B.shape(sin), shape)):
-        return B.rotate_half_embedding(x, cos, sin)
+        return lambda x, cos, sin, *bounds: B.rotate_half_embedding(x, cos, sin)
+    return None
+
+
+@register("RotateHalfEmbedding", 1, FUSED_DOMAIN, static_inputs=tuple(range(3, 11)), specialise=_rotate_half_kernel)
+def rotate_half_embedding_1(B: Any, x: Any, cos: Any, sin: Any, *bounds: Any) -> Any:
+    """``x * cos + Concat(-Slice(x, *bounds[4:]), Slice(x, *bounds[:4]), -1) * sin``: the rotary embedding of the
+    Llama family as exported (``bounds``: the Slices' starts, ends, axes, steps), one backend op
+    (``B.rotate_half_embedding``) when the Slices take the halves of the last axis and nothing broadcasts x."""
+    kernel = _rotate_half_kernel(B, x, cos, sin, *bounds)
+    if kernel is not None:
+        return kernel(x, cos, sin)
+    bounds = list(bounds) + [None] * (8 - len(bounds))
     first, second = slice_10(B, x, *bounds[:4]), slice_10(B, x, *bounds[4:])
     rotated = B.concatenate([B.negative(second), first], -1)
     return B.add(B.multiply(x, cos), B.multiply(rotated, sin))

@@ -32,6 +32,14 @@ class OpSpec:
     shape_only: the op reads only the shapes of its inputs, so its result is a host constant.
     index_bounds: ``index_bounds(B, args, attrs) -> [IndexBound, ...]``: the inputs that index into
         another (Gather's indices) and the range their values must lie in, for the runner's checks.
+    replay_as: what the op is once its output's shape and dtype are known (a signature fixes them), for an
+        eager replay (``replay.py``): ``"reshape"`` (the first input's elements in the output's shape),
+        ``"broadcast_to"`` (the first input broadcast to it), ``"astype"`` (the first input in its dtype) or
+        ``"identity"`` (the first input itself).
+    specialise: ``specialise(B, *inputs, **attributes) -> kernel | None``: the op decided once for a signature, from
+        its inputs' shapes and dtypes and its static inputs (never a device input's values): a function of the
+        same inputs that an eager replay calls instead of the op (a fused op's checks cost more than its kernel
+        at decoding sizes); None where the general code must run.
     """
 
     domain: str
@@ -43,6 +51,8 @@ class OpSpec:
     context: bool = False
     shape_only: bool = False
     index_bounds: Callable[[Any, list[Any], dict[str, Any]], list[IndexBound]] | None = None
+    replay_as: str | None = None
+    specialise: Callable[..., Callable[..., Any] | None] | None = None
 
 
 @dataclass(frozen=True)
@@ -74,12 +84,14 @@ def register(
     context: bool = False,
     shape_only: bool = False,
     index_bounds: Callable[[Any, list[Any], dict[str, Any]], list[IndexBound]] | None = None,
+    replay_as: str | None = None,
+    specialise: Callable[..., Callable[..., Any] | None] | None = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorator: register ``fn`` as ``domain::op_type`` from ``since_version`` on."""
 
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
         add(OpSpec(normalize_domain(domain), op_type, since_version, fn, tuple(static_inputs), host, context, shape_only,
-                   index_bounds))
+                   index_bounds, replay_as, specialise))
         return fn
 
     return wrap

@@ -21,7 +21,7 @@ def _ints(v: Any) -> list[int]:
     return [int(i) for i in np.asarray(v).reshape(-1)]
 
 
-@register("Identity", 1)
+@register("Identity", 1, replay_as="identity")
 def identity_1(B: Any, x: Any) -> Any:
     """Tensors, sequences and optionals pass through unchanged."""
     return x
@@ -51,22 +51,22 @@ def _reshape_target(in_shape: tuple[int, ...], shape: list[int], allowzero: int)
     return out
 
 
-@register("Reshape", 1)
+@register("Reshape", 1, replay_as="reshape")
 def reshape_1(B: Any, data: Any, *, shape: list[int], consumed_inputs: list[int] | None = None) -> Any:
     return B.reshape(data, _reshape_target(B.shape(data), list(shape), 0))
 
 
-@register("Reshape", 5, static_inputs=(1,))
+@register("Reshape", 5, static_inputs=(1,), replay_as="reshape")
 def reshape_5(B: Any, data: Any, shape: np.ndarray) -> Any:
     return B.reshape(data, _reshape_target(B.shape(data), _ints(shape), 0))
 
 
-@register("Reshape", 14, static_inputs=(1,))
+@register("Reshape", 14, static_inputs=(1,), replay_as="reshape")
 def reshape_14(B: Any, data: Any, shape: np.ndarray, *, allowzero: int = 0) -> Any:
     return B.reshape(data, _reshape_target(B.shape(data), _ints(shape), allowzero))
 
 
-@register("Flatten", 1)
+@register("Flatten", 1, replay_as="reshape")
 def flatten_1(B: Any, input: Any, *, axis: int = 1) -> Any:
     shape = B.shape(input)
     axis = axis + len(shape) if axis < 0 else axis
@@ -80,12 +80,12 @@ def _squeeze(B: Any, x: Any, axes: list[int] | None) -> Any:
     return B.squeeze(x, sorted(normalize_axis(a, len(shape)) for a in axes))
 
 
-@register("Squeeze", 1)
+@register("Squeeze", 1, replay_as="reshape")
 def squeeze_1(B: Any, data: Any, *, axes: list[int] | None = None) -> Any:
     return _squeeze(B, data, axes)
 
 
-@register("Squeeze", 13, static_inputs=(1,))
+@register("Squeeze", 13, static_inputs=(1,), replay_as="reshape")
 def squeeze_13(B: Any, data: Any, axes: np.ndarray | None = None) -> Any:
     return _squeeze(B, data, None if axes is None else _ints(axes))
 
@@ -95,12 +95,12 @@ def _unsqueeze(B: Any, x: Any, axes: list[int]) -> Any:
     return B.expand_dims(x, sorted(normalize_axis(a, rank) for a in axes))
 
 
-@register("Unsqueeze", 1)
+@register("Unsqueeze", 1, replay_as="reshape")
 def unsqueeze_1(B: Any, data: Any, *, axes: list[int]) -> Any:
     return _unsqueeze(B, data, list(axes))
 
 
-@register("Unsqueeze", 13, static_inputs=(1,))
+@register("Unsqueeze", 13, static_inputs=(1,), replay_as="reshape")
 def unsqueeze_13(B: Any, data: Any, axes: np.ndarray) -> Any:
     return _unsqueeze(B, data, _ints(axes))
 
@@ -193,7 +193,7 @@ def slice_10(B: Any, data: Any, starts: Any, ends: Any, axes: Any = None, steps:
     )
 
 
-@register("Expand", 8, static_inputs=(1,))
+@register("Expand", 8, static_inputs=(1,), replay_as="broadcast_to")
 def expand_8(B: Any, input: Any, shape: np.ndarray) -> Any:
     return B.broadcast_to(input, np.broadcast_shapes(B.shape(input), tuple(_ints(shape))))
 
