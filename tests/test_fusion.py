@@ -485,3 +485,22 @@ def test_replay_skips_a_device_node_read_only_through_its_shape():
                 np.testing.assert_array_equal(np.asarray(m.backend.to_numpy(g)), r)
         (exe,) = m._executables.values()
         assert [s.spec.op_type for s, _ in exe.steps] == ["Neg"], backend
+
+
+@pytest.mark.parametrize("nan_guard", [False, True])
+def test_attention_leaves_out_keys_no_query_sees(nan_guard):
+    """A decoder's fixed KV buffer: its free rows come first, masked with float32's lowest value in every row. torch's
+    sdpa leaves them out (their weights are exactly 0); the results stay onnxruntime's."""
+    feeds = attention_feeds()
+    feeds["mask"][:] = 0
+    feeds["mask"][..., :2] = np.finfo(np.float32).min  # free rows 0 and 1 of every batch row
+    feeds["mask"][1, ..., 2] = np.finfo(np.float32).min  # row 1 also skips key 2: the first seen key is 2
+    nodes = attention_nodes("div")
+    if nan_guard:
+        nodes[-1].input[0] = "p0"
+        nodes[-1:-1] = [const("zero", 0.0), oh.make_node("IsNaN", ["p"], ["nan"], name="isnan"),
+                        oh.make_node("Where", ["nan", "zero", "p"], ["p0"], name="where")]
+    check(model(nodes, feeds, ["y"]), feeds, ["ScaledDotProductAttention"], tol=1e-6)
+    m = tm.load(model(nodes, feeds, ["y"]), backend="torch")
+    m(feeds), m(feeds)
+    assert m.backend._mask_facts[1] == (False, 2, True)  # (all zero, first key seen, finite)

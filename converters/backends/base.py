@@ -161,13 +161,16 @@ class Backend(Protocol):
         ...
 
     # -- attention ----------------------------------------------------------------------
-    def sdpa(self, q: Array, k: Array, v: Array, scale: float, mask: Array | str | None = None) -> Array:
+    def sdpa(self, q: Array, k: Array, v: Array, scale: float, mask: Array | str | None = None,
+             zero_nan: bool = False) -> Array:
         """``softmax(q @ k^T * scale + mask) @ v``; q (B, Hq, L, E), k (B, Hkv, S, E), v (B, Hkv, S, Ev).
 
         ``Hq`` is a multiple of ``Hkv`` (grouped heads: query head h reads kv head h // (Hq // Hkv)).
         ``mask`` broadcasts to (B, Hq, L, S): additive in q's dtype, boolean (True attends), or
         ``"causal"`` (lower-right aligned: query i sees keys j <= i + S - L). Fully masked rows are
-        undefined (NaN on most backends): callers zero them.
+        undefined (NaN on most backends) unless ``zero_nan``: NaN outputs then become 0, as the
+        ``Where(IsNaN(p), 0, p)`` of optimum's exports makes them (from finite inputs, only the rows a
+        -inf or boolean mask hides wholly are NaN; a float32 call with a finite mask may skip the pass).
         """
         ...
 

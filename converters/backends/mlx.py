@@ -272,7 +272,8 @@ class MlxBackend:
         sign = 1 - 2 * (swaps % 2).astype(x.dtype)
         return sign * mx.prod(mx.diagonal(lu, axis1=-2, axis2=-1), axis=-1)
 
-    def sdpa(self, q: mx.array, k: mx.array, v: mx.array, scale: float, mask: Any = None) -> mx.array:
+    def sdpa(self, q: mx.array, k: mx.array, v: mx.array, scale: float, mask: Any = None,
+             zero_nan: bool = False) -> mx.array:
         additive = mask is None or isinstance(mask, mx.array) and mask.dtype == q.dtype
         if fastmath.applies(q) and q.dtype == mx.float32 and additive:
             # the CPU's fused kernel runs the scalar mx.softmax: composed with ours it is ~1.7x faster
@@ -280,8 +281,10 @@ class MlxBackend:
                 n = q.shape[1] // k.shape[1]
                 k, v = mx.repeat(k, n, axis=1), mx.repeat(v, n, axis=1)
             scores = mx.matmul(q * scale, mx.swapaxes(k, -1, -2))
-            return mx.matmul(fastmath.softmax(scores if mask is None else scores + mask, -1), v)
-        return mx.fast.scaled_dot_product_attention(q, k, v, scale=scale, mask=mask)
+            out = mx.matmul(fastmath.softmax(scores if mask is None else scores + mask, -1), v)
+        else:
+            out = mx.fast.scaled_dot_product_attention(q, k, v, scale=scale, mask=mask)
+        return mx.where(mx.isnan(out), mx.array(0, out.dtype), out) if zero_nan else out
 
     def sliding_window(self, x: mx.array, window: Any, strides: Any, dilations: Any) -> mx.array:
         n, lead = len(window), x.shape[: x.ndim - len(window)]

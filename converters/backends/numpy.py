@@ -205,7 +205,8 @@ class NumpyBackend:
     def det(self, x: np.ndarray) -> np.ndarray:
         return np.linalg.det(x).astype(x.dtype)
 
-    def sdpa(self, q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, mask: Any = None) -> np.ndarray:
+    def sdpa(self, q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, mask: Any = None,
+             zero_nan: bool = False) -> np.ndarray:
         rep = q.shape[1] // k.shape[1]
         if rep > 1:
             k, v = np.repeat(k, rep, axis=1), np.repeat(v, rep, axis=1)
@@ -215,7 +216,8 @@ class NumpyBackend:
         if mask is not None:
             s = np.where(mask, s, s.dtype.type(-np.inf)) if mask.dtype == np.bool_ else s + mask
         with np.errstate(invalid="ignore"):
-            return np.matmul(self.softmax(s, -1).astype(q.dtype), v)
+            out = np.matmul(self.softmax(s, -1).astype(q.dtype), v)
+        return np.where(np.isnan(out), out.dtype.type(0), out) if zero_nan else out
 
     def sliding_window(self, x: Any, window: Any, strides: Any, dilations: Any) -> Any:
         n = len(window)

@@ -51,7 +51,7 @@ class TorchBackend:
 
     def __init__(self, device: str | None = None) -> None:
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-        self._zero_mask: tuple[Any, bool] = (None, False)  # the last mask sdpa checked: all layers share it
+        self._mask_facts: tuple[Any, tuple[bool, int, bool]] = (None, (False, 0, False))  # the last mask sdpa read
         # 4-bit weights in torch's CPU int4 layout, made once per packed weight tensor (by its id, while
         # it lives: a tensor's == is element-wise, so it cannot be a dict key itself)
         self._int4: dict[int, tuple[torch.Tensor, torch.Tensor, int]] = {}
@@ -292,20 +292,31 @@ class TorchBackend:
     def det(self, x: torch.Tensor) -> torch.Tensor:
         return torch.linalg.det(x)
 
-    def sdpa(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, mask: Any = None) -> Any:
+    def sdpa(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, mask: Any = None,
+             zero_nan: bool = False) -> Any:
+        finite = mask is None
         if isinstance(mask, str):  # "causal" aligned to the bottom-right corner (torch's is_causal is top-left)
             L, S = q.shape[-2], k.shape[-2]
             mask = torch.ones(L, S, dtype=torch.bool, device=q.device).tril(S - L)
         elif mask is not None and mask.is_floating_point() and mask.device.type == "cpu" and mask.numel() <= 1 << 20:
-            # encoders pass an all-zero additive mask when no token is padding; without it torch's CPU kernel
-            # skips the mask reads (~1.5x faster attention), as transformers does for an all-ones attention_mask
-            checked, zero = self._zero_mask
+            # facts of the mask, found once per mask tensor (every layer reads the same one): all zero (encoders
+            # without padding: torch's CPU kernel then skips the mask reads, ~1.5x faster, as transformers drops an
+            # all-ones attention_mask), the first key any query sees (a decoder's fixed buffer keeps its free rows
+            # first, masked with the dtype's lowest value: their exp is exactly 0, so they are left out), finite
+            checked, facts = self._mask_facts
             if checked is not mask:
-                zero = not bool(mask.any())
-                self._zero_mask = (mask, zero)
-            mask = None if zero else mask
+                facts = _mask_facts(mask)
+                self._mask_facts = (mask, facts)
+            zero, start, finite = facts
+            if zero:
+                mask = None
+            elif start and mask.shape[-1] == k.shape[-2]:
+                k, v, mask = k[..., start:, :], v[..., start:, :], mask[..., start:]
         gqa = q.shape[1] != k.shape[1]
-        return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale, enable_gqa=gqa)
+        out = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale, enable_gqa=gqa)
+        if zero_nan and not (finite and q.dtype == torch.float32):  # else no row can be NaN from finite inputs
+            out = torch.where(torch.isnan(out), torch.zeros((), dtype=out.dtype, device=out.device), out)
+        return out
 
     def sliding_window(self, x: torch.Tensor, window: Any, strides: Any, dilations: Any) -> torch.Tensor:
         lead = x.ndim - len(window)
@@ -345,6 +356,15 @@ class TorchBackend:
     def rotate_half_embedding(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         first, second = x.chunk(2, -1)
         return x * cos + torch.cat((second.neg(), first), -1) * sin
+
+
+def _mask_facts(mask: torch.Tensor) -> tuple[bool, int, bool]:
+    """(all zero, the first key column some query attends to, every value finite) of an additive mask."""
+    if not bool(mask.any()):
+        return True, 0, True
+    seen = (mask > torch.finfo(mask.dtype).min).reshape(-1, mask.shape[-1]).any(0)
+    start = int(seen.to(torch.uint8).argmax()) if bool(seen.any()) else 0
+    return False, start, bool(torch.isfinite(mask).all())
 
 
 def _dims(axis: Any, ndim: int) -> tuple[int, ...]:

@@ -118,8 +118,7 @@ def _attention_kernel(
     scale, keep = _scale(factors, divide), swap == [0, 1, 2, 3]
 
     def kernel(q: Any, key: Any, v: Any, mask: Any = None, *static: Any) -> Any:
-        out = B.sdpa(q, key if keep else B.transpose(key, swap), v, scale, mask)
-        return _zero_nan(B, out) if nan_to_zero else out
+        return B.sdpa(q, key if keep else B.transpose(key, swap), v, scale, mask, zero_nan=bool(nan_to_zero))
 
     return kernel
 
