@@ -104,7 +104,7 @@ def straight_line(exe: Any) -> StraightLine:
                 lines.append(f"    o = {bind(op, f'f{index}')}({', '.join(args)})")
             if len(targets) == 1:
                 lines.append(f"    {targets[0]} = o[0] if o.__class__ is tuple else o")
-            else:
+            elif targets:
                 lines.append(f"    {', '.join(targets)}, = _outs(o, {len(targets)})")
         dead = [local[n] for n in exe._drop_after[index] if n in local and n not in keep]
         if dead:
