@@ -96,7 +96,7 @@ def straight_line(exe: Any) -> StraightLine:
                     lines.append(f"    a[{i}] = clamp(B, a[{i}], {bound})")
                 args = ["*a"]
             if step.spec.context:  # control flow, Split: the interpreter's step, with the outer scope
-                run = bind(functools.partial(_run_context, exe, step), f"step{index}")
+                run = bind(functools.partial(_run_context, exe._interp, exe._host_env, step), f"step{index}")
                 scope = ", ".join(f"{n!r}: {local[n]}" for n in step.captures if n in local)
                 lines.append(f"    o = {run}([{', '.join(args)}], {{{scope}}})")
             else:  # the op's kernel for these shapes, or the op
@@ -121,5 +121,7 @@ def _outs(out: Any, count: int) -> tuple[Any, ...]:
     return outs[:count] + (None,) * (count - len(outs))
 
 
-def _run_context(exe: Any, step: Any, args: list[Any], scope: dict[str, Any]) -> tuple[Any, ...]:
-    return tuple(exe._interp.run_step(step, args, collections.ChainMap(scope, exe._host_env)))
+def _run_context(interp: Any, host_env: dict[str, Any], step: Any, args: list[Any],
+                 scope: dict[str, Any]) -> tuple[Any, ...]:
+    """The interpreter's run of ``step`` (not the Executable itself: its written code would hold it in a cycle)."""
+    return tuple(interp.run_step(step, args, collections.ChainMap(scope, host_env)))
