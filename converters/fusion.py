@@ -274,11 +274,7 @@ def _repeated_heads(ix: _Index, name: str, reader: int) -> tuple[str, list[str],
     ui, unsqueeze = ix.node(expand.input[0], "Unsqueeze")
     if unsqueeze is None or ix.only_data_reader(expand.input[0]) != ei:
         return none
-    axes = _attr(unsqueeze, "axes")
-    if axes is None and len(unsqueeze.input) > 1:  # opset 13: the axes are an input
-        c = ix.const(unsqueeze.input[1])
-        axes = None if c is None else c.reshape(-1).tolist()
-    if list(axes or []) not in ([2], [-3]):
+    if _axes(ix, unsqueeze) not in ([2], [-3]):
         return none
     chain = [ui, ei, ri]
     alone = all(ix.exclusive(ix.nodes[j].output[0], k) for j, k in zip(chain, [ei, ri, reader]))
@@ -360,13 +356,19 @@ def _attr(node: onnx.NodeProto, name: str, default: object = None) -> object:
     return next((helper.get_attribute_value(a) for a in node.attribute if a.name == name), default)
 
 
+def _axes(ix: _Index, node: onnx.NodeProto) -> list[int]:
+    """A node's one-element ``axes``: the attribute, or the constant second input of newer opsets (Unsqueeze 13,
+    ReduceMean 18); [] when neither is known."""
+    axes = _attr(node, "axes")
+    if axes is None and len(node.input) > 1:
+        c = ix.const(node.input[1])
+        axes = None if c is None else c.reshape(-1).tolist()
+    return list(axes or [])
+
+
 def _match_rms_norm(ix: _Index, i: int) -> _Match | None:
     mean = ix.nodes[i]
-    axes = _attr(mean, "axes")
-    if axes is None and len(mean.input) > 1:  # opset 18: the axes are an input
-        c = ix.const(mean.input[1])
-        axes = None if c is None else c.reshape(-1).tolist()
-    if list(axes or []) != [-1] or _attr(mean, "keepdims", 1) != 1:
+    if _axes(ix, mean) != [-1] or _attr(mean, "keepdims", 1) != 1:
         return None
     pi, pow_ = ix.node(mean.input[0], "Pow")
     if pow_ is None or not ix.exclusive(mean.input[0], i) or not ix.is_const(pow_.input[1], 2.0):
