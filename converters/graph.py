@@ -250,9 +250,7 @@ class Interpreter:
                 self._check_indices(step, args, call_args, B)
             kwargs = dict(step.attrs)
             if spec.context:
-                run = lambda g, ins: self._subgraph(g, ins, env)  # noqa: E731
-                to_host = lambda v: self._host_value(step, v)  # noqa: E731
-                kwargs["ctx"] = NodeContext(step, B, len(step.outputs), run, self._opset(spec), to_host)
+                kwargs["ctx"] = self.context_for(step, B, env)
             if B.is_host:  # ONNX math makes inf and nan where it must (T5's log of position 0): no numpy warning
                 with np.errstate(all="ignore"):
                     out = spec.fn(B, *call_args, **kwargs)
@@ -282,6 +280,12 @@ class Interpreter:
             elif self.guards is not None:
                 self.guards.append((len(self.trace or ()), step, bound))
             call_args[bound.input] = clamp(B, call_args[bound.input], bound)
+
+    def context_for(self, step: Step, B: Backend, env: Mapping[str, Any] | None) -> NodeContext:
+        """The ``ctx`` of a context op's call: its node, and subgraphs run in ``env`` (the outer scope)."""
+        run = lambda g, ins: self._subgraph(g, ins, env)  # noqa: E731
+        to_host = lambda v: self._host_value(step, v)  # noqa: E731
+        return NodeContext(step, B, len(step.outputs), run, self._opset(step.spec), to_host)
 
     def _opset(self, spec: OpSpec) -> int:
         return self.program.opsets.get(spec.domain, 1)
@@ -357,7 +361,7 @@ def _to_host(a: Any, B: Backend) -> Any:
 
 
 def _shortcut(step: Step, plan: list[tuple[str, Any]], args: list[Any], env: Mapping[str, Any],
-              B: Backend) -> tuple[str, Any] | None:
+              B: Backend, ctx: NodeContext | None) -> tuple[str, Any] | None:
     """What an eager replay may run instead of the step's op, given the planning walk's values: its output's
     shape or dtype for an op that declares ``replay_as`` (``("reshape", (1, 9, 64))``), or the op's own kernel
     for these shapes (``("kernel", fn)``, from ``specialise``); None for the op itself."""
@@ -369,7 +373,8 @@ def _shortcut(step: Step, plan: list[tuple[str, Any]], args: list[Any], env: Map
     if form is not None and out is not None and B.is_array(out):
         return form, B.dtype(out) if form == "astype" else tuple(int(d) for d in B.shape(out))
     if spec.specialise is not None:
-        kernel = spec.specialise(B, *[a if n else c for (n, c), a in zip(plan, args)], **step.attrs)
+        context = {"ctx": ctx} if spec.context else {}
+        kernel = spec.specialise(B, *[a if n else c for (n, c), a in zip(plan, args)], **step.attrs, **context)
         return None if kernel is None else ("kernel", kernel)
     return None
 
@@ -467,7 +472,7 @@ class Executable:
             self.replay = None
             self.compiled = False
             return
-        self._build_replay(trace, feeds, interp.env, {position for position, _, _ in found})
+        self._build_replay(trace, feeds, interp, {position for position, _, _ in found})
         self._trace = trace
         self.guards = self._guards(found, trace, interp.env)
         self._guards_at: dict[int, list[Guard]] = {}
@@ -513,11 +518,11 @@ class Executable:
         return out
 
     def _build_replay(self, trace: list[tuple[Step, list[Any]]], feeds: Mapping[str, Any],
-                      env: Mapping[str, Any], guarded: set[int]) -> None:
-        """Keep the steps that produced a device value that is read; bake in the host values they read. ``env``:
-        the values of the planning walk, whose shapes and dtypes the signature fixes (``shortcuts``);
+                      interp: Interpreter, guarded: set[int]) -> None:
+        """Keep the steps that produced a device value that is read; bake in the host values they read. ``interp``:
+        the planning walk, whose values' shapes and dtypes the signature fixes (``shortcuts``);
         ``guarded``: the trace positions of steps whose indices are checked (kept whether read or not)."""
-        B = self.backend
+        B, env = self.backend, interp.env
         # step index -> what an eager replay runs instead of the op (``replay.py``)
         self.shortcuts: dict[int, tuple[str, Any]] = {}
         self.feed_names = [n for n in self.program.input_names if n in feeds and not is_host(feeds[n])]
@@ -557,7 +562,8 @@ class Executable:
                 continue
             if key is not None:
                 first[key] = step
-            shortcut = _shortcut(step, plan, args, env, B)
+            ctx = interp.context_for(step, B, None) if step.spec.context else None
+            shortcut = _shortcut(step, plan, args, env, B, ctx)
             if shortcut is not None:
                 self.shortcuts[len(self.steps)] = shortcut
             self.steps.append((step, plan))

@@ -39,6 +39,8 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+import onnx
+
 from .bounds import clamp, extremes
 
 
@@ -95,12 +97,13 @@ def straight_line(exe: Any) -> StraightLine:
                         lines.append(f"    found.append(extremes(B, a[{i}], {bound}))")
                     lines.append(f"    a[{i}] = clamp(B, a[{i}], {bound})")
                 args = ["*a"]
-            if step.spec.context:  # control flow, Split: the interpreter's step, with the outer scope
+            if step.spec.context and _has_subgraph(step):  # control flow: the interpreter's step, in the outer scope
                 run = bind(functools.partial(_run_context, exe._interp, exe._host_env, step), f"step{index}")
                 scope = ", ".join(f"{n!r}: {local[n]}" for n in step.captures if n in local)
                 lines.append(f"    o = {run}([{', '.join(args)}], {{{scope}}})")
-            else:  # the op's kernel for these shapes, or the op
-                op = value if form == "kernel" else functools.partial(step.spec.fn, B, **step.attrs)
+            else:  # the op's kernel for these shapes, or the op (a context op's ctx fixed: Split, LayerNormalization)
+                context = {"ctx": exe._interp.context_for(step, B, exe._host_env)} if step.spec.context else {}
+                op = value if form == "kernel" else functools.partial(step.spec.fn, B, **step.attrs, **context)
                 lines.append(f"    o = {bind(op, f'f{index}')}({', '.join(args)})")
             if len(targets) == 1:
                 lines.append(f"    {targets[0]} = o[0] if o.__class__ is tuple else o")
@@ -113,6 +116,11 @@ def straight_line(exe: Any) -> StraightLine:
     result = f"({', '.join(outputs)}{',' if len(outputs) == 1 else ''})"
     lines.append(f"    return {result}" + (" + tuple(found)" if device_guards else ""))
     return StraightLine("\n".join(lines), names)
+
+
+def _has_subgraph(step: Any) -> bool:
+    """Whether the step runs a graph of its own (If, Loop, Scan): its values come from the scope of the call."""
+    return any(isinstance(v, onnx.GraphProto) for v in step.attrs.values())
 
 
 def _outs(out: Any, count: int) -> tuple[Any, ...]:

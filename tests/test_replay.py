@@ -142,3 +142,41 @@ def test_a_node_the_walk_recovers_keeps_the_walk(backend, compile, monkeypatch):
     got = B.to_numpy(m(feeds)["y"])
     np.testing.assert_allclose(got, -np.exp(feeds["x"]), rtol=1e-6)
     assert retried and exe._code is None
+
+
+@pytest.mark.parametrize(("backend", "compile"), EAGER)
+def test_context_ops_run_with_a_fixed_context(backend, compile):
+    """A context op without a subgraph (LayerNormalization, Split) is called directly with its node's ``ctx``: one
+    LayerNormalization whose statistics are unread runs as the backend's kernel, one whose mean and inv_std are read
+    (and one over two axes) as the op; Gelu (opset 20) runs as ``B.gelu``."""
+    feeds = {"x": rng.standard_normal((2, 3, 8)).astype(np.float32)}
+    w, b = rng.standard_normal(8).astype(np.float32), rng.standard_normal(8).astype(np.float32)
+    w2 = rng.standard_normal((3, 8)).astype(np.float32)
+    nodes = [
+        const("w", w, np.float32), const("b", b, np.float32), const("w2", w2, np.float32),
+        oh.make_node("LayerNormalization", ["x", "w", "b"], ["y"], name="plain", epsilon=1e-5),
+        oh.make_node("LayerNormalization", ["x", "w"], ["z", "mean", "inv"], name="stats"),
+        oh.make_node("LayerNormalization", ["x", "w2"], ["two"], name="two_axes", axis=-2),
+        oh.make_node("Gelu", ["y"], ["g"], name="gelu"),
+        oh.make_node("Split", ["g"], ["g1", "g2"], name="split", axis=2, num_outputs=2),
+    ]
+    proto = make(nodes, feeds, ["g1", "g2", "z", "mean", "inv", "two"])
+    proto.opset_import[0].version = 20
+    m, exe = load_twice(proto, feeds, backend, compile)
+    forms = {step.name: exe.shortcuts.get(i, ("op",))[0] for i, (step, _) in enumerate(exe.steps)}
+    assert forms == {"plain": "kernel", "stats": "op", "two_axes": "op", "gelu": "kernel", "split": "op"}
+    assert "step" not in exe._code.source  # no step went through the interpreter (``stepN``: a context step)
+
+
+@pytest.mark.parametrize(("backend", "compile"), EAGER)
+def test_a_subgraph_reads_the_outer_scope(backend, compile):
+    """An If on a host flag whose branch reads an outer device value still runs through the interpreter's step."""
+    feeds = {"x": rng.standard_normal((4,)).astype(np.float32)}
+    then = oh.make_graph([oh.make_node("Neg", ["e"], ["out"], name="neg")], "then", [],
+                         [oh.make_tensor_value_info("out", TensorProto.FLOAT, [4])])
+    other = oh.make_graph([oh.make_node("Abs", ["e"], ["out"], name="abs")], "else", [],
+                          [oh.make_tensor_value_info("out", TensorProto.FLOAT, [4])])
+    nodes = [oh.make_node("Exp", ["x"], ["e"], name="exp"), const("flag", True, np.bool_),
+             oh.make_node("If", ["flag"], ["y"], name="if", then_branch=then, else_branch=other)]
+    m, exe = load_twice(make(nodes, feeds, ["y"]), feeds, backend, compile)
+    assert "step" in exe._code.source

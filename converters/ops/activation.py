@@ -100,7 +100,12 @@ def softsign_1(B: Any, x: Any) -> Any:
     return B.divide(x, B.add(_c(B, 1, x), B.abs(x)))
 
 
-@register("Gelu", 20)
+def gelu_kernel(B: Any, x: Any, *, approximate: str = "none") -> Any:
+    """``B.gelu`` itself for the exact GELU of a float32/float64 input (a half one computes in float32), else None."""
+    return B.gelu if approximate == "none" and B.dtype(x) not in _HALF else None
+
+
+@register("Gelu", 20, specialise=gelu_kernel)
 @_in_float32
 def gelu_20(B: Any, x: Any, *, approximate: str = "none") -> Any:
     if approximate == "none":

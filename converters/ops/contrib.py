@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from .activation import gelu_kernel
 from .nn_norm import normalize
 from .registry import MS_DOMAIN, IndexBound, register
 
@@ -113,7 +114,7 @@ def _gelu_tanh(B: Any, x: Any) -> Any:
     return B.astype(y, dtype)
 
 
-@register("Gelu", 1, MS_DOMAIN)
+@register("Gelu", 1, MS_DOMAIN, specialise=gelu_kernel)
 def gelu_1(B: Any, x: Any) -> Any:
     return _gelu_erf(B, x)
 

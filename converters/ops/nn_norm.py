@@ -100,7 +100,20 @@ def instance_normalization_1(B: Any, x: Any, scale: Any, bias: Any, *, consumed_
     return B.add(B.multiply(y, _channel(B, scale, rank)), _channel(B, bias, rank))
 
 
-@register("LayerNormalization", 17, context=True)
+def _layer_norm_kernel(B: Any, x: Any, scale: Any, bias: Any = None, *, axis: int = -1, epsilon: float = 1e-5,
+                      stash_type: int = 1, ctx: Any) -> Any:  # fmt: skip
+    """``B.layer_norm`` itself where the node normalises the last axis with 1-D weights of x's dtype and its mean and
+    inv_std outputs are unread (an encoder's every norm), else None."""
+    width = B.shape(x)[-1]
+    vectors = [v for v in (scale, bias) if v is not None]
+    if outputs_used(ctx) == 1 and axis % len(B.shape(x)) == len(B.shape(x)) - 1 and all(
+        B.shape(v) == (width,) and B.dtype(v) == B.dtype(x) for v in vectors
+    ):
+        return lambda x, scale, bias=None: B.layer_norm(x, scale, bias, epsilon)
+    return None
+
+
+@register("LayerNormalization", 17, context=True, specialise=_layer_norm_kernel)
 def layer_normalization_17(B: Any, x: Any, scale: Any, bias: Any = None, *, axis: int = -1, epsilon: float = 1e-5,
                            stash_type: int = 1, ctx: Any) -> Any:  # fmt: skip
     shape = B.shape(x)

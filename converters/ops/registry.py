@@ -39,7 +39,7 @@ class OpSpec:
     specialise: ``specialise(B, *inputs, **attributes) -> kernel | None``: the op decided once for a signature, from
         its inputs' shapes and dtypes and its static inputs (never a device input's values): a function of the
         same inputs that an eager replay calls instead of the op (a fused op's checks cost more than its kernel
-        at decoding sizes); None where the general code must run.
+        at decoding sizes); None where the general code must run. A ``context`` op's also takes its ``ctx``.
     """
 
     domain: str
