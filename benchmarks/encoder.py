@@ -3,10 +3,10 @@
 The model is a random BERT of a real model's shape (``--shape minilm``: all-MiniLM-L6-v2, 6 layers of
 384; ``--shape bge-base``: BAAI/bge-base-en-v1.5, 12 layers of 768), built offline once, or any HF ONNX
 repository folder with ``--model``. Each backend runs in a process of its own (one engine's BLAS and
-OpenMP threads cannot slow the next, and its peak memory is its own). Each cell is the median of ``--runs``
-timed runs after a warm-up, in tokens per second, with its ratio to onnxruntime; "first call" is what a
-user waits for the first result of a shape: convert (+ compile) + run. A backend that fails shows
-``error: ...`` in its cell and the others go on.
+OpenMP threads cannot slow the next, and its peak memory is its own). Each cell is the median of at least
+``--runs`` timed runs and one second of them, after a warm-up, in tokens per second, with its ratio to
+onnxruntime; "first call" is what a user waits for the first result of a shape: convert (+ compile) + run.
+A backend that fails shows ``error: ...`` in its cell and the others go on.
 
     python benchmarks/encoder.py                      # table, and benchmarks/results/encoder.md
     python benchmarks/encoder.py --shape bge-base     # benchmarks/results/encoder-bge-base.md
@@ -94,12 +94,21 @@ class Runner:
             raise ValueError(f"unknown backend {self.kind!r}")
 
 
-def time_cell(runner: Runner, feeds: dict, runs: int, budget_s: float) -> dict:
-    """Median seconds of ``runs`` runs after one warm-up (fewer runs when one is slower than the budget)."""
+def time_cell(runner: Runner, feeds: dict, runs: int, budget_s: float, min_s: float = 1.0) -> dict:
+    """Median seconds of a call: the first call (convert, compile), warm-up calls (at least 3 and 0.2 s: a replay
+    is written at its second call, caches fill), then at least ``runs`` timed calls and ``min_s`` seconds of them
+    (a 5 ms call timed 5 times is noise), fewer when one call is slower than the budget."""
     t0 = time.perf_counter()
     out = runner.fn(feeds)
     first = time.perf_counter() - t0
-    n = max(1, min(runs, int(budget_s / max(first, 1e-6))))
+    per_call = first
+    if first * 3 < budget_s:
+        warm, t0 = 0, time.perf_counter()
+        while warm < 3 or time.perf_counter() - t0 < 0.2:
+            runner.fn(feeds)
+            warm += 1
+        per_call = (time.perf_counter() - t0) / warm
+    n = max(1, min(int(budget_s / max(per_call, 1e-6)), max(runs, int(min_s / max(per_call, 1e-6)))))
     times = []
     for _ in range(n):
         t0 = time.perf_counter()

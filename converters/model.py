@@ -20,6 +20,7 @@ from .errors import InputError, ModelLoadError
 from .functions import expand_functions
 from .fusion import fuse
 from .graph import Executable, Interpreter, Program, _all_nodes
+from .last_position import last_position
 from .ops.random import FIXED, RANDOM_OPS, draws
 from .ops.registry import normalize_domain
 from .precision import FLOAT_TYPES, cast_graph, cast_initializers, compute_dtype
@@ -90,10 +91,13 @@ class Model:
         self._infos = {v.name: _info(v) for v in proto.graph.input}
         self.outputs = [_info(v) for v in proto.graph.output]
         self._executables: OrderedDict[tuple, Executable] = OrderedDict()
+        # outputs wanted at the last position -> (the program for them, those it computes whole)
+        self._last_programs: dict[frozenset[str], tuple[Program, set[str]]] = {}
         self._lock = threading.Lock()  # the signature cache is shared by the threads that call the model
 
     def __call__(self, feeds: Mapping[str, Any], *, unchecked: Collection[str] = (),
-                 compile: bool | str | None = None, seed: int | None = None, noise: bool = True) -> dict[str, Any]:
+                 compile: bool | str | None = None, seed: int | None = None, noise: bool = True,
+                 last_position: Collection[str] = ()) -> dict[str, Any]:
         """Run the model on ``feeds`` (numpy or backend arrays); returns backend arrays by name.
 
         Index inputs (token ids, position ids...) are checked before the device reads them: an
@@ -110,27 +114,62 @@ class Model:
         they draw from one generator seeded with it, so that the same seed gives the same result; such a call
         runs uncompiled (its draws are new values at every call, which a compiled replay would hold fixed).
         Neither: each unseeded generator draws once per input signature.
+
+        ``last_position`` names outputs of shape (batch, length, ...) wanted at the last position of axis 1 only,
+        as (batch, 1, ...): a decoder's logits after a prompt, whose head then multiplies one row of each
+        sequence, not all of them (``last_position.py``).
         """
         arrays, host = self._check_feeds(feeds)
+        program, sliced = self._program_for(frozenset(last_position))
         self.backend.prepare_thread()
         if self.random and noise and seed is not None:
             with draws(np.random.default_rng(_check_seed(seed))):
-                out = Interpreter(self.program, self.backend, sync=True).run(arrays)
-            return {n: self._to_backend(v) for n, v in out.items()}
+                out = Interpreter(program, self.backend, sync=True).run(arrays)
+            return self._last_rows({n: self._to_backend(v) for n, v in out.items()}, sliced)
         key = tuple((n, _signature(a, self.backend)) for n, a in arrays.items())
+        if program is not self.program:
+            key += (("last_position", tuple(sorted(last_position))),)
         if self.random and not noise:
             with draws(FIXED):  # fixed values are constants of the signature: planned and compiled apart
-                return self._run(key + (("noise", False),), arrays, host, unchecked, compile)
-        return self._run(key, arrays, host, unchecked, compile)
+                key += (("noise", False),)
+                return self._last_rows(self._run(key, program, arrays, host, unchecked, compile), sliced)
+        return self._last_rows(self._run(key, program, arrays, host, unchecked, compile), sliced)
 
-    def _run(self, key: tuple, arrays: dict[str, Any], host: dict[str, np.ndarray], unchecked: Collection[str],
-             compile: bool | str | None) -> dict[str, Any]:
-        exe, first = self._executable(key, arrays, self.compile if compile is None else compile)
+    def _program_for(self, last: frozenset[str]) -> tuple[Program, set[str]]:
+        """The program computing the outputs ``last`` at the last position, and those of them it computes whole."""
+        if not last:
+            return self.program, set()
+        unknown = sorted(last - set(self.program.output_names))
+        if unknown:
+            raise InputError(f"{self.name}: last_position names {unknown}, not outputs of the model "
+                             f"({self.program.output_names})")
+        with self._lock:
+            if last not in self._last_programs:
+                ranks = {o.name: None if o.shape is None else len(o.shape) for o in self.outputs}
+                self._last_programs[last] = last_position(self.program, last, ranks)
+            return self._last_programs[last]
+
+    def _last_rows(self, out: dict[str, Any], names: set[str]) -> dict[str, Any]:
+        """``out`` with each of ``names`` cut to its last position on axis 1 (an output no Slice went before)."""
+        B = self.backend
+        for n in names:
+            shape = B.shape(out[n])
+            if len(shape) < 2:
+                raise InputError(f"{self.name}: output {n!r} has shape {list(shape)}: no positions on axis 1 "
+                                 "for last_position")
+            starts = [0, shape[1] - 1] + [0] * (len(shape) - 2)
+            out[n] = B.slice(out[n], starts, list(shape), [1] * len(shape))
+        return out
+
+    def _run(self, key: tuple, program: Program, arrays: dict[str, Any], host: dict[str, np.ndarray],
+             unchecked: Collection[str], compile: bool | str | None) -> dict[str, Any]:
+        exe, first = self._executable(key, program, arrays, self.compile if compile is None else compile)
         exe.check_on_host(arrays, host, frozenset(unchecked))
         out = first if first is not None else exe(arrays)
         return {n: self._to_backend(v) for n, v in out.items()}
 
-    def _executable(self, key: tuple, arrays: dict[str, Any], compile: bool | str) -> tuple[Executable, dict[str, Any] | None]:
+    def _executable(self, key: tuple, program: Program, arrays: dict[str, Any],
+                    compile: bool | str) -> tuple[Executable, dict[str, Any] | None]:
         """The signature's Executable (planned now if new, evicting the least recently used beyond
         ``max_signatures``), and for a new one the outputs of its planning walk when they are this call's."""
         with self._lock:
@@ -139,7 +178,7 @@ class Model:
                 self._executables.move_to_end(key)
                 return exe, None
         flags = frozenset(n for n, a in arrays.items() if _is_flag(a))
-        exe = Executable(self.program, self.backend, arrays, compile, flags)
+        exe = Executable(program, self.backend, arrays, compile, flags)
         first = exe.take_first_outputs()  # this caller's own: another thread never sees them
         with self._lock:
             self._executables[key] = exe

@@ -123,16 +123,18 @@ class _OrtModel:
         self.backend = get_backend("numpy")
         self.session = _ort(file)
 
-    def __call__(self, feeds: dict[str, Any]) -> dict[str, Any]:
+    def __call__(self, feeds: dict[str, Any], last_position: tuple[str, ...] = ()) -> dict[str, Any]:
         arrays = {k: np.asarray(v) for k, v in feeds.items()}
         names = [o.name for o in self.session.get_outputs()]
         rows, length = arrays["input_ids"].shape
         if rows == 1 or length == 1:
-            return dict(zip(names, self.session.run(None, arrays)))
-        # onnxruntime refuses a batch of several tokens per row after a past ("batch_size must be 1
-        # when sequence_length > 1 and past context is given"): the same feeds, one row at a time
-        parts = [self.session.run(None, {k: v[r:r + 1] for k, v in arrays.items()}) for r in range(rows)]
-        return {n: np.concatenate([p[i] for p in parts], 0) for i, n in enumerate(names)}
+            out = dict(zip(names, self.session.run(None, arrays)))
+        else:
+            # onnxruntime refuses a batch of several tokens per row after a past ("batch_size must be 1
+            # when sequence_length > 1 and past context is given"): the same feeds, one row at a time
+            parts = [self.session.run(None, {k: v[r:r + 1] for k, v in arrays.items()}) for r in range(rows)]
+            out = {n: np.concatenate([p[i] for p in parts], 0) for i, n in enumerate(names)}
+        return {n: v[:, -1:] if n in last_position else v for n, v in out.items()}
 
 
 def test_layout_reads_the_gqa_mode_and_the_head_size():
@@ -155,6 +157,11 @@ def test_greedy_matches_onnxruntime(file, backend):
     assert [s["padding"] for s in batch.token_summaries] == [4, 0, 6]
     if backend == "mlx":  # chunks 8 and 1 (batch 3), 8 and 1 (batch 1): all compiled
         assert len(model.signatures()) <= 4 and all(model.signatures().values())
+    # a chunk where some row ends before its last position needs every position's logits; the lone row's first
+    # chunk (no row ends in it) only the last position's, and its head computes that row alone
+    chunks = {dict(k)["input_ids"][0]: ("last_position", ("logits",)) in k for k in model.signatures()
+              if dict(k)["input_ids"][0][1] > 1}
+    assert chunks == {(3, 8): False, (1, 8): True}
 
 
 def test_left_padding_is_not_what_gqa_expects():

@@ -97,7 +97,7 @@ class BufferSession(_Fixed):
         self.next = np.zeros(rows, np.int64)  # the position of each row's next token
         start = 0
         for s in chunk_sizes(width, self.max_chunk):
-            logits = self._run(ids[:, start:start + s], mask[:, start:start + s])
+            logits = self._run(ids[:, start:start + s], mask[:, start:start + s], last=True)
             start += s
         return last_logits(self.B, logits)
 
@@ -112,7 +112,7 @@ class BufferSession(_Fixed):
         if index is not None:
             self.mask, self.next = self.mask[index], self.next[index]
 
-    def _run(self, ids: np.ndarray, new_mask: np.ndarray) -> Any:
+    def _run(self, ids: np.ndarray, new_mask: np.ndarray, last: bool = False) -> Any:
         s = new_mask.shape[1]
         size = self.mask.shape[1]
         if self.used + s > size:  # out of room: double, free rows on the left
@@ -122,7 +122,7 @@ class BufferSession(_Fixed):
         mask = np.concatenate([self.mask, new_mask], 1)
         pos = np.where(new_mask == 0, 1, np.cumsum(new_mask, 1) - 1 + self.next[:, None]).astype(np.int64)
         feeds: dict[str, Any] = {"input_ids": ids, "attention_mask": mask, "position_ids": pos, **self.cache}
-        out = run_model(self.model, feeds)
+        out = run_model(self.model, feeds, last=last)
         present = self.layout.present(out)
         rows, heads, length, dim = self.B.shape(present[self.layout.names[0]])
         self.cache = {n: self.B.slice(v, [0, 0, s, 0], [rows, heads, length, dim], [1, 1, 1, 1])
@@ -162,9 +162,12 @@ class GQASession(_Fixed):
         self.cache = self._empty(rows, capacity(width, self.steps, self.longest))
         B, start, result = self.B, 0, None
         for s in chunk_sizes(width, self.max_chunk):
-            logits = self._run(ids[:, start:start + s], np.full(rows, start + s, np.int64))
             last = lengths - 1 - start  # the row's last token inside this chunk, if it is there
             inside = (last >= 0) & (last < s)
+            at_end = bool(np.all(last[inside] == s - 1))  # no row needs another position's logits
+            logits = self._run(ids[:, start:start + s], np.full(rows, start + s, np.int64), last=at_end)
+            if B.shape(logits)[1] == 1:  # the last position's alone
+                last = np.zeros_like(last)
             if inside.any():
                 index = B.asarray(np.clip(last, 0, s - 1).reshape(rows, 1, 1))
                 vocab = B.shape(logits)[2]
@@ -186,7 +189,7 @@ class GQASession(_Fixed):
         if index is not None:
             self.valid = self.valid[index]
 
-    def _run(self, ids: np.ndarray, valid: np.ndarray) -> Any:
+    def _run(self, ids: np.ndarray, valid: np.ndarray, last: bool = False) -> Any:
         size = self.B.shape(self.cache[self.layout.names[0]])[2]
         if int(valid.max()) > size:  # out of room: double, free rows on the right
             grown = _doubled(size, int(valid.max()))
@@ -197,7 +200,7 @@ class GQASession(_Fixed):
         if self.layout.position_ids:  # exports that take them (transformers.js style): the rows' own
             s = self.B.shape(ids)[1]
             feeds["position_ids"] = (valid[:, None] - s + np.arange(s)[None, :]).astype(np.int64)
-        out = run_model(self.model, feeds)
+        out = run_model(self.model, feeds, last=last)
         self.cache = self.layout.present(out)
         return out["logits"]
 

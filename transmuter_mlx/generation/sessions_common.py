@@ -151,16 +151,19 @@ def token_column(B: Any, tokens: Any, rows: Any = None) -> Any:
     return ids if rows is None else ids[np.asarray(rows, np.int64)]
 
 
-def run_model(model: Any, feeds: dict[str, Any], grows: bool = False) -> dict[str, Any]:
+def run_model(model: Any, feeds: dict[str, Any], grows: bool = False, last: bool = False) -> dict[str, Any]:
     """``model(feeds)`` for a decoding step. Token ids still on the device are the loop's own picks (over the
     logits' columns): the model does not read them back for its index check, which would wait for the
     device. A step whose cache ``grows`` has a new shape every token: it is traced only when that shape comes
     again (a later generation of the same batch), since on MLX's CPU device a trace compiles kernels (200
-    GPT-2 tokens: 67 s traced at first use, 2 s untraced; repeated, 0.4 s traced, 1.4 s untraced)."""
+    GPT-2 tokens: 67 s traced at first use, 2 s untraced; repeated, 0.4 s traced, 1.4 s untraced). ``last``:
+    only the last position's logits are read (a prompt's chunk): a Model's head computes that row alone."""
     B = getattr(model, "backend", None)  # a Model; any other callable of feeds is called as it is
     if B is None:
         return model(feeds)
     options: dict[str, Any] = {"compile": "on_reuse"} if grows and B.traces else {}
+    if last and feeds["input_ids"].shape[-1] > 1:  # a one-token chunk keeps the decoding steps' signature
+        options["last_position"] = ("logits",)
     if not B.is_host and B.is_array(feeds.get("input_ids")):
         options["unchecked"] = ("input_ids",)
     return model(feeds, **options) if options else model(feeds)

@@ -59,14 +59,14 @@ class GrowSession:
         shape = (rows, self.layout.heads, 0, self.layout.head_dim)
         return {n: self.B.zeros(shape, self.layout.dtype) for n in self.layout.names}
 
-    def _run(self, group: _Group, input_ids: np.ndarray, new_mask: np.ndarray, first: bool) -> Any:
+    def _run(self, group: _Group, input_ids: np.ndarray, new_mask: np.ndarray, first: bool, last: bool = False) -> Any:
         group.mask = np.concatenate([group.mask, new_mask], 1)
         feeds: dict[str, Any] = {"input_ids": input_ids, "attention_mask": group.mask, **group.cache}
         if self.layout.position_ids:
             feeds["position_ids"] = positions(group.mask)[:, -input_ids.shape[1]:]
         if self.layout.use_cache_branch:
             feeds["use_cache_branch"] = np.array([not first])
-        out = run_model(self.model, feeds, grows=True)
+        out = run_model(self.model, feeds, grows=True, last=last)
         group.cache = self.layout.present(out)
         return out["logits"]
 
@@ -93,7 +93,8 @@ class GrowSession:
             group = _Group(rows, np.zeros((len(rows), 0), np.int64), self._empty_cache(len(rows)))
             start = 0
             for s in chunk_sizes(length, self.max_chunk):
-                logits = self._run(group, ids[:, start:start + s], mask[:, start:start + s], first=start == 0)
+                logits = self._run(group, ids[:, start:start + s], mask[:, start:start + s], first=start == 0,
+                                   last=True)
                 start += s
             parts.append(last_logits(self.B, logits))
             self.groups.append(group)
