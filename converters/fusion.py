@@ -26,6 +26,8 @@ backends have one kernel for each (``B.gelu``, ``B.sdpa``). ``fuse`` finds these
   ``B.rotate_half_embedding`` when the slices are the two halves of the last axis (their bounds are often
   computed from shapes, so this is checked at run time) and the chain otherwise: two ops for seven, for the
   query and the key of every layer.
+- SiLU (Llama-style MLPs): ``Mul(x, Sigmoid(x))`` -> ``ai.transmuter::Silu``, which runs ``B.silu`` (torch's
+  ``silu``: one pass for two, and torch's CPU sigmoid alone is slower than its silu).
 
 A chain is rewritten only when each value inside it is read by the next node of the chain and
 nothing else (no other node, subgraph or graph output). The fused node's name lists the names of
@@ -445,8 +447,21 @@ def _match_rotate_half(ix: _Index, i: int) -> _Match | None:
     return _Match(chain, node)
 
 
+def _match_silu(ix: _Index, i: int) -> _Match | None:
+    """``Mul(x, Sigmoid(x))`` (either order): the SiLU of Llama-style MLPs, one kernel where the backend has one."""
+    sigmoid, mi = ix.nodes[i], ix.only_reader(ix.nodes[i].output[0])
+    mul = ix.nodes[mi] if mi is not None else None
+    if mul is None or mul.op_type != "Mul" or normalize_domain(mul.domain) != "":
+        return None
+    if _other(mul, sigmoid.output[0]) != sigmoid.input[0]:
+        return None
+    return _Match([i, mi], helper.make_node("Silu", [sigmoid.input[0]], [mul.output[0]], _names(ix, [i, mi]),
+                                            domain=FUSED_DOMAIN))
+
+
 _PATTERNS = (
     ("Erf", _match_gelu, MS_DOMAIN),
+    ("Sigmoid", _match_silu, FUSED_DOMAIN),
     ("Softmax", _match_attention, FUSED_DOMAIN),
     ("MatMul", _match_linear, FUSED_DOMAIN),
     ("ReduceMean", _match_rms_norm, FUSED_DOMAIN),

@@ -23,7 +23,7 @@ ort = pytest.importorskip("onnxruntime")
 
 BACKENDS = ("mlx", "torch")
 FUSED = {"Gelu": "com.microsoft", "ScaledDotProductAttention": "ai.transmuter", "MatMulAdd": "ai.transmuter",
-         "RMSNorm": "ai.transmuter", "RotateHalfEmbedding": "ai.transmuter"}
+         "RMSNorm": "ai.transmuter", "RotateHalfEmbedding": "ai.transmuter", "Silu": "ai.transmuter"}
 rng = np.random.default_rng(0)
 SQRT2 = math.sqrt(2)
 
@@ -503,4 +503,41 @@ def test_attention_leaves_out_keys_no_query_sees(nan_guard):
     check(model(nodes, feeds, ["y"]), feeds, ["ScaledDotProductAttention"], tol=1e-6)
     m = tm.load(model(nodes, feeds, ["y"]), backend="torch")
     m(feeds), m(feeds)
-    assert m.backend._mask_facts[1] == (False, 2, True)  # (all zero, first key seen, finite)
+    assert m.backend._mask_facts[1] == (False, 2, True, False)  # (all zero, first key seen, finite, causal)
+
+
+@pytest.mark.parametrize("low", [np.finfo(np.float32).min, -np.inf])
+def test_attention_over_a_causal_prompt_runs_torchs_causal_kernel(low):
+    """A prompt after a fixed buffer's free rows: from the first key seen, as many keys as queries, masked above the
+    diagonal (with the lowest float32 or -inf, as optimum writes it). torch runs its causal kernel; a mask with one
+    more masked key is not causal. Both equal onnxruntime's."""
+    feeds = attention_feeds()
+    L = S - 2
+    feeds["q"] = feeds["q"][:, :, :L]
+    causal = np.full((B_, 1, L, S), low, np.float32)
+    causal[..., 2:] = np.where(np.tril(np.ones((L, L), bool)), 0, low)
+    for mask, is_causal in ((causal, True), (np.where(np.arange(S) == 3, low, causal).astype(np.float32), False)):
+        feeds["mask"] = mask
+        check(model(attention_nodes("div"), feeds, ["y"]), feeds, ["ScaledDotProductAttention"], tol=1e-6)
+        m = tm.load(model(attention_nodes("div"), feeds, ["y"]), backend="torch")
+        m(feeds), m(feeds)
+        assert m.backend._mask_facts[1][1:] == (2, low != -np.inf, is_causal)  # first key seen, finite, causal
+
+
+# -- SiLU ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("swap", [False, True])
+def test_silu_fused(swap):
+    feeds = {"x": rng.standard_normal((2, 5, 16)).astype(np.float32) * 4}
+    nodes = [oh.make_node("Sigmoid", ["x"], ["s"], name="sigmoid"),
+             oh.make_node("Mul", ["s", "x"] if swap else ["x", "s"], ["y"], name="mul")]
+    check(model(nodes, feeds, ["y"]), feeds, ["Silu"])
+
+
+def test_silu_not_fused_with_another_operand_or_reader():
+    feeds = {"x": rng.standard_normal((2, 16)).astype(np.float32), "z": rng.standard_normal((2, 16)).astype(np.float32)}
+    other = [oh.make_node("Sigmoid", ["x"], ["s"], name="sigmoid"), oh.make_node("Mul", ["z", "s"], ["y"], name="mul")]
+    check(model(other, feeds, ["y"]), feeds, [])
+    read = [oh.make_node("Sigmoid", ["x"], ["s"], name="sigmoid"), oh.make_node("Mul", ["x", "s"], ["y"], name="mul")]
+    check(model(read, feeds, ["y", "s"]), feeds, [])

@@ -160,6 +160,10 @@ class Backend(Protocol):
         """The exact (erf) GELU ``x / 2 * (1 + erf(x / sqrt(2)))``, in ``x``'s dtype."""
         ...
 
+    def silu(self, x: Array) -> Array:
+        """``x * sigmoid(x)``, in ``x``'s dtype."""
+        ...
+
     # -- attention ----------------------------------------------------------------------
     def sdpa(self, q: Array, k: Array, v: Array, scale: float, mask: Array | str | None = None,
              zero_nan: bool = False) -> Array:

@@ -331,6 +331,9 @@ class MlxBackend:
     def gumbel(self, keys: mx.array, count: int) -> mx.array:
         return _per_key(keys, *_random("gumbel", count))
 
+    def silu(self, x: mx.array) -> mx.array:
+        return x * mx.sigmoid(x)  # a compiled replay fuses the two
+
     def gelu(self, x: mx.array) -> mx.array:
         if fastmath.applies(x):
             return fastmath.gelu(x)

@@ -79,6 +79,9 @@ class NumpyBackend:
     def sigmoid(self, x: np.ndarray) -> np.ndarray:
         return (1 / (1 + np.exp(-x))).astype(x.dtype)
 
+    def silu(self, x: np.ndarray) -> np.ndarray:
+        return x * self.sigmoid(x)
+
     def trunc_divide(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         q = np.trunc(np.true_divide(a, b))
         return q.astype(np.result_type(a, b))

@@ -294,7 +294,7 @@ class TorchBackend:
 
     def sdpa(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, mask: Any = None,
              zero_nan: bool = False) -> Any:
-        finite = mask is None
+        finite, causal = mask is None, False
         if isinstance(mask, str):  # "causal" aligned to the bottom-right corner (torch's is_causal is top-left)
             L, S = q.shape[-2], k.shape[-2]
             mask = torch.ones(L, S, dtype=torch.bool, device=q.device).tril(S - L)
@@ -302,19 +302,26 @@ class TorchBackend:
             # facts of the mask, found once per mask tensor (every layer reads the same one): all zero (encoders
             # without padding: torch's CPU kernel then skips the mask reads, ~1.5x faster, as transformers drops an
             # all-ones attention_mask), the first key any query sees (a decoder's fixed buffer keeps its free rows
-            # first, masked with the dtype's lowest value: their exp is exactly 0, so they are left out), finite
+            # first, masked with the dtype's lowest value: their exp is exactly 0, so they are left out), finite, and
+            # causal over the keys left (a prompt without padding: torch's causal kernel skips the blocks above the
+            # diagonal, as transformers' sdpa path does)
             checked, facts = self._mask_facts
             if checked is not mask:
                 facts = _mask_facts(mask)
                 self._mask_facts = (mask, facts)
-            zero, start, finite = facts
+            zero, start, finite, causal = facts
             if zero:
                 mask = None
-            elif start and mask.shape[-1] == k.shape[-2]:
-                k, v, mask = k[..., start:, :], v[..., start:, :], mask[..., start:]
+            elif mask.shape[-1] == k.shape[-2]:
+                if start:
+                    k, v, mask = k[..., start:, :], v[..., start:, :], mask[..., start:]
+                causal = causal and q.shape[-2] == k.shape[-2]  # torch's is_causal is aligned top-left
+                mask = None if causal else mask
         gqa = q.shape[1] != k.shape[1]
-        out = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale, enable_gqa=gqa)
-        if zero_nan and not (finite and q.dtype == torch.float32):  # else no row can be NaN from finite inputs
+        out = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale, is_causal=causal,
+                                                               enable_gqa=gqa)
+        # a row is NaN only where a query sees no key: never under a causal mask, nor a finite one in float32
+        if zero_nan and not causal and not (finite and q.dtype == torch.float32):
             out = torch.where(torch.isnan(out), torch.zeros((), dtype=out.dtype, device=out.device), out)
         return out
 
@@ -347,6 +354,9 @@ class TorchBackend:
     def gelu(self, x: torch.Tensor) -> torch.Tensor:
         return _F.gelu(x, approximate="none")
 
+    def silu(self, x: torch.Tensor) -> torch.Tensor:
+        return _F.silu(x)  # one pass (x * sigmoid(x) is two, and torch's CPU sigmoid alone costs 5x its silu)
+
     def layer_norm(self, x: torch.Tensor, weight: Any, bias: Any, eps: float) -> torch.Tensor:
         return _F.layer_norm(x, x.shape[-1:], weight, bias, eps)
 
@@ -358,13 +368,22 @@ class TorchBackend:
         return x * cos + torch.cat((second.neg(), first), -1) * sin
 
 
-def _mask_facts(mask: torch.Tensor) -> tuple[bool, int, bool]:
-    """(all zero, the first key column some query attends to, every value finite) of an additive mask."""
+def _mask_facts(mask: torch.Tensor) -> tuple[bool, int, bool, bool]:
+    """(all zero, the first key column some query attends to, every value finite, causal) of an additive mask;
+    causal: from that column on, as many keys as queries, zero on and below the diagonal and the dtype's lowest
+    value (or -inf) above it, in every row of the batch (a prompt without padding)."""
     if not bool(mask.any()):
-        return True, 0, True
-    seen = (mask > torch.finfo(mask.dtype).min).reshape(-1, mask.shape[-1]).any(0)
+        return True, 0, True, False
+    low = torch.finfo(mask.dtype).min
+    kept = mask > low
+    seen = kept.reshape(-1, mask.shape[-1]).any(0)
     start = int(seen.to(torch.uint8).argmax()) if bool(seen.any()) else 0
-    return False, start, bool(torch.isfinite(mask).all())
+    rest, kept = mask[..., start:], kept[..., start:]
+    causal = False
+    if rest.shape[-1] == rest.shape[-2] > 1:
+        lower = torch.ones(rest.shape[-2:], dtype=torch.bool, device=mask.device).tril()
+        causal = bool((kept == lower).all()) and not bool(rest.masked_fill(~kept, 0).any())
+    return False, start, bool(torch.isfinite(mask).all()), causal
 
 
 def _dims(axis: Any, ndim: int) -> tuple[int, ...]:

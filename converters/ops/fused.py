@@ -173,6 +173,12 @@ def _zero_nan(B: Any, x: Any) -> Any:
     return B.where(B.isnan(x), B.zeros((), B.dtype(x)), x)
 
 
+@register("Silu", 1, FUSED_DOMAIN)
+def silu_1(B: Any, x: Any) -> Any:
+    """``Mul(x, Sigmoid(x))``: the SiLU as one backend call."""
+    return B.silu(x)
+
+
 @register("MatMulAdd", 1, FUSED_DOMAIN)
 def matmul_add_1(B: Any, x: Any, weight: Any, bias: Any) -> Any:
     """``MatMul(x, weight) + bias``: a linear layer (``weight`` 2-D, ``bias`` 1-D of its width)."""
