@@ -27,7 +27,7 @@ from .backends import HOST, Backend
 from .bounds import Guard, check_extremes, check_values, clamp, extremes, host_source, host_value
 from .errors import ConverterError, DynamicShapeError, OpError, UnsupportedOpError
 from .ops import OpSpec, registered_versions, resolve
-from .ops.registry import normalize_domain
+from .ops.registry import DEFAULT_DOMAIN, normalize_domain
 from .replay import StraightLine, straight_line
 from .values import attribute_value, is_host, sparse_to_numpy, tensor_to_numpy
 
@@ -94,18 +94,30 @@ class Program:
         """Hold each large initializer once: its device copy is made now (every signature reads it)
         and the host value becomes a view of that copy, where the device memory is the host's
         (``B.host_view``: mlx, torch on the CPU). Elsewhere (CUDA) both copies stay."""
-        host_only = self._read_on_host_only()
+        host_only, weights = self._read_on_host_only(), self._matmul_weights()
         for name, value in self.initializers.items():
             if (not isinstance(value, np.ndarray) or value.size < min_size or not B.supports_dtype(value.dtype)
                     or name in host_only):
                 continue
             key = (name, B.name)
             if key not in self.device_constants:
-                self.device_constants[key] = _to_device(value, B)
+                # a linear layer's weight in the layout the backend's matmul reads fastest (``B.matmul_weight``)
+                matrix = name in weights and value.ndim == 2 and value.dtype.kind == "f"
+                self.device_constants[key] = B.matmul_weight(value) if matrix else _to_device(value, B)
             device = self.device_constants[key]
             view = B.host_view(device)
             if view is not None and view.dtype == value.dtype and view.shape == value.shape:
                 self.initializers[name] = view
+
+    def _matmul_weights(self) -> set[str]:
+        """Initializers that every reader takes as the right operand of a MatMul (a linear layer's weight)."""
+        reads: dict[str, set[tuple[str, str, int]]] = collections.defaultdict(set)
+        for step in self.steps:
+            for i, name in enumerate(step.inputs):
+                reads[name].add((step.spec.domain, step.spec.op_type, i))
+            for name in step.captures:
+                reads[name].add(("", "", -1))
+        return {n for n, r in reads.items() if r == {(DEFAULT_DOMAIN, "MatMul", 1)}}
 
     def _read_on_host_only(self) -> set[str]:
         """Initializers that every reader takes on the host: a static input (MatMulNBits' packed weights,

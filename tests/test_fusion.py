@@ -521,7 +521,29 @@ def test_attention_over_a_causal_prompt_runs_torchs_causal_kernel(low):
         check(model(attention_nodes("div"), feeds, ["y"]), feeds, ["ScaledDotProductAttention"], tol=1e-6)
         m = tm.load(model(attention_nodes("div"), feeds, ["y"]), backend="torch")
         m(feeds), m(feeds)
-        assert m.backend._mask_facts[1][1:] == (2, low != -np.inf, is_causal)  # first key seen, finite, causal
+        assert m.backend._mask_facts[1] == (False, 2, True, is_causal)  # (zero, first key seen, no NaN, causal)
+
+
+@pytest.mark.parametrize("low", [np.finfo(np.float32).min, -np.inf])
+def test_attention_of_a_decode_step_after_the_free_rows_reads_no_mask(low):
+    """A decode step of unpadded rows: zero from the first key seen on (no mask read). A row that sees no key keeps
+    every key (under the lowest float32 its weights spread over all of them; under -inf they are NaN, which
+    optimum's guard zeroes: the NaN pass runs). All equal onnxruntime's."""
+    feeds = attention_feeds()
+    feeds["q"] = feeds["q"][:, :, :1]
+    feeds["mask"] = np.zeros((B_, 1, 1, S), np.float32)
+    feeds["mask"][..., :2] = low
+    nodes = attention_nodes("div")
+    nodes[-1].input[0] = "p0"
+    nodes[-1:-1] = [const("zero", 0.0), oh.make_node("IsNaN", ["p"], ["nan"], name="isnan"),
+                    oh.make_node("Where", ["nan", "zero", "p"], ["p0"], name="where")]
+    for blind_row, facts in ((False, (True, 2, True, False)), (True, (False, 0, low != -np.inf, False))):
+        if blind_row:
+            feeds["mask"][1] = low
+        check(model(nodes, feeds, ["y"]), feeds, ["ScaledDotProductAttention"], tol=1e-6)
+        m = tm.load(model(nodes, feeds, ["y"]), backend="torch")
+        m(feeds), m(feeds)
+        assert m.backend._mask_facts[1] == facts
 
 
 # -- SiLU ---------------------------------------------------------------------------------------

@@ -79,3 +79,33 @@ def test_a_subgraph_reads_its_outer_graphs_weights_without_copying_them(backend,
         got = model.backend.to_numpy(model(feeds)["y"])
         np.testing.assert_allclose(got, session.run(["y"], feeds)[0], rtol=1e-5, atol=1e-4)
     assert (64, 64) not in converted[1:] and converted.count((64, 64)) <= 1, converted
+
+
+@pytest.mark.parametrize("backend", ["mlx", "torch"])
+def test_a_linear_weight_is_held_transposed(backend):
+    """A weight that only MatMuls read as their right operand is held (N, K) and read transposed (``B.matmul_weight``,
+    as nn.Linear and mlx-lm hold theirs); one that another op also reads keeps its own layout. The host value is still
+    a view of the one device copy, and the outputs are onnxruntime's."""
+    h = onnx.helper
+    rng = np.random.default_rng(0)
+    w, e = rng.standard_normal((64, 96)).astype(np.float32), rng.standard_normal((64, 32)).astype(np.float32)
+    graph = h.make_graph(
+        [h.make_node("MatMul", ["x", "W"], ["y"]), h.make_node("MatMul", ["x", "E"], ["z"]),
+         h.make_node("Relu", ["E"], ["r"])],
+        "g", [h.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [None, 3, 64])],
+        [h.make_tensor_value_info(n, onnx.TensorProto.FLOAT, None) for n in ("y", "z", "r")],
+        [onnx.numpy_helper.from_array(w, "W"), onnx.numpy_helper.from_array(e, "E")])
+    proto = h.make_model(graph, opset_imports=[h.make_opsetid("", 18)])
+    model = tm.load(proto, backend=backend)
+    B = model.backend
+    strides = {}
+    for name, host in (("W", w), ("E", e)):
+        view = B.host_view(model.program.device_constants[(name, B.name)])
+        assert view.shape == host.shape and np.shares_memory(view, model.program.initializers[name])
+        strides[name] = view.strides
+    assert strides == {"W": (4, 4 * 64), "E": (4 * 32, 4)}  # W held (96, 64); E, which Relu reads too, as it is
+    feeds = {"x": rng.standard_normal((2, 3, 64)).astype(np.float32)}
+    ref = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    for _ in range(2):
+        for r, got in zip(ref, model(feeds).values()):
+            np.testing.assert_allclose(B.to_numpy(got), r, rtol=1e-5, atol=1e-5)

@@ -101,6 +101,12 @@ class MlxBackend:
             return np.asarray(x.view(mx.uint16)).view(_BF16)
         return np.asarray(x)
 
+    def matmul_weight(self, w: np.ndarray) -> mx.array:
+        # held (N, K) and read transposed, as mlx-lm's Linear holds its weight (x @ W.T): on the CPU's BLAS a
+        # decode step of a few rows streams each weight once (SmolLM2-135M's layers: 8% faster at batch 1,
+        # 17% at batch 8, the same at a 128-token prompt)
+        return self.asarray(np.ascontiguousarray(w.T)).T
+
     def host_view(self, x: Any) -> np.ndarray | None:
         # MLX's memory is the host's on the CPU and on Apple silicon (unified), not under CUDA
         on_cuda = mx.default_device() == mx.gpu and not mx.metal.is_available()

@@ -43,6 +43,9 @@ class NumpyBackend:
     def asarray(self, x: Any, dtype: Any = None) -> np.ndarray:
         return np.asarray(x, dtype=dtype)
 
+    def matmul_weight(self, w: np.ndarray) -> np.ndarray:
+        return np.asarray(w)
+
     def to_numpy(self, x: Any) -> np.ndarray:
         return np.asarray(x)
 

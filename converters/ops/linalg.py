@@ -28,7 +28,12 @@ def _matmul(B: Any, a: Any, b: Any) -> Any:
     return y
 
 
-@register("MatMul", 1)
+def _matmul_kernel(B: Any, a: Any, b: Any) -> Any:
+    """``B.matmul`` itself for floating-point operands (the dtype test costs more than a decode step's product)."""
+    return None if np.issubdtype(B.dtype(a), np.integer) else B.matmul
+
+
+@register("MatMul", 1, specialise=_matmul_kernel)
 def matmul_1(B: Any, a: Any, b: Any) -> Any:
     return _matmul(B, a, b)
 
