@@ -324,25 +324,43 @@ def read_model(source: Source, weights_apart: bool = False) -> tuple[onnx.ModelP
         raise ModelLoadError(f"{path}: not a valid ONNX model, it has no graph (corrupt or truncated file?)")
     external = any(t.data_location == onnx.TensorProto.EXTERNAL
                    for t in onnx.external_data_helper._get_all_tensors(proto))
-    # checked before its weights are in it (a proto over 2 GB was serialized for the checker: 12 s at Qwen3-0.6B)
-    proto, name = _checked(proto, path, weightless=external)
+    embedded = _take_embedded(proto) if weights_apart else {}
+    # checked without its weights (a proto over 2 GB was serialized for the checker: 12 s at Qwen3-0.6B; SmolLM2's
+    # 650 MB of embedded weights took 1.8 s and 650 MB more)
+    proto, name = _checked(proto, path, weightless=external or bool(embedded), taken=frozenset(embedded))
     try:
         weights = _load_external_data(proto, path, weights_apart)
     except (OSError, ValueError) as e:
         raise ModelLoadError(f"{path}: its external data could not be read ({e})") from e
-    return proto, name, weights
+    return proto, name, {**embedded, **weights}
 
 
-def _checked(proto: onnx.ModelProto, path: Path, sorted_nodes: bool = False,
-             weightless: bool = False) -> tuple[onnx.ModelProto, str]:
-    """``weightless``: the proto's external tensors are not read yet; a copy with them emptied is checked (onnx
-    checks their files itself only when given the path, and refuses the hub cache's links there)."""
+def _take_embedded(proto: onnx.ModelProto) -> dict[str, np.ndarray]:
+    """The graph's large plain-numeric initializers stored in the file itself, as numpy arrays by name; their
+    tensors in the proto keep name, type and dims (as ``_load_external_data`` leaves external ones)."""
+    weights = {}
+    for tensor in proto.graph.initializer:
+        dtype = _PLAIN.get(tensor.data_type)
+        count = int(np.prod(tensor.dims, dtype=np.int64))
+        if (tensor.data_location != onnx.TensorProto.DEFAULT or dtype is None or count < _APART_MIN_SIZE
+                or len(tensor.raw_data) != count * dtype.itemsize):
+            continue
+        weights[tensor.name] = np.frombuffer(tensor.raw_data, dtype).reshape(tuple(tensor.dims)).copy()
+        tensor.ClearField("raw_data")
+    return weights
+
+
+def _checked(proto: onnx.ModelProto, path: Path, sorted_nodes: bool = False, weightless: bool = False,
+             taken: frozenset[str] = frozenset()) -> tuple[onnx.ModelProto, str]:
+    """``weightless``: the proto's external tensors are not read yet, and those named in ``taken`` were read apart
+    (``_take_embedded``); a copy with them emptied is checked (onnx checks external files itself only when given
+    the path, and refuses the hub cache's links there)."""
     try:
-        onnx.checker.check_model(_emptied_external(proto) if weightless else proto)
+        onnx.checker.check_model(_emptied_external(proto, taken) if weightless else proto)
     except onnx.checker.ValidationError as e:
         if "topologically sorted" in str(e) and not sorted_nodes:  # onnxruntime sorts such graphs itself (the
             sort_nodes(proto.graph)                                 # gliner package's q8 export has one)
-            return _checked(proto, path, sorted_nodes=True, weightless=weightless)
+            return _checked(proto, path, sorted_nodes=True, weightless=weightless, taken=taken)
         # ops outside onnx's schemas (onnxruntime's SimplifiedLayerNormalization in the default
         # domain, as model-builder exports have it) are ours to resolve: the registry reports them
         if not any(m in str(e) for m in _CHECKER_NOT_OURS):
@@ -350,15 +368,19 @@ def _checked(proto: onnx.ModelProto, path: Path, sorted_nodes: bool = False,
     return proto, str(path)
 
 
-def _emptied_external(proto: onnx.ModelProto) -> onnx.ModelProto:
-    """A copy of ``proto`` whose external tensors hold no values (their dims 0): what the checker reads of a
-    tensor is its type and its one value field, and the data itself is checked as it is read."""
+def _emptied_external(proto: onnx.ModelProto, taken: frozenset[str] = frozenset()) -> onnx.ModelProto:
+    """A copy of ``proto`` whose external tensors, and the initializers named in ``taken``, hold no values (their
+    dims 0): what the checker reads of a tensor is its type and its one value field, and the data itself is
+    checked as it is read."""
     copy = onnx.ModelProto()
     copy.CopyFrom(proto)
     for tensor in onnx.external_data_helper._get_all_tensors(copy):
         if tensor.data_location == onnx.TensorProto.EXTERNAL:
             del tensor.external_data[:]
             tensor.data_location = onnx.TensorProto.DEFAULT
+            tensor.dims[:] = [0] * max(1, len(tensor.dims))
+    for tensor in copy.graph.initializer:
+        if tensor.name in taken:
             tensor.dims[:] = [0] * max(1, len(tensor.dims))
     return copy
 

@@ -91,7 +91,7 @@ class TorchBackend:
         # the same at batch 1 and at a 128-token prompt). cuBLAS reads either layout alike.
         if self.device.type != "cpu":
             return self.asarray(w)
-        return self.asarray(np.ascontiguousarray(w.T)).t()
+        return self.asarray(w).t().contiguous().t()  # torch's transposing copy: 2x numpy's
 
     def host_view(self, x: Any) -> np.ndarray | None:
         if x.device.type != "cpu" or x.dtype == torch.bfloat16:
