@@ -40,26 +40,27 @@ def run_ort(model, feeds):
     return session.run(None, feeds)
 
 
-def run_backend(model, feeds, backend):
+def run_backend(model, feeds, backend, calls=1):
+    """The outputs of ``calls`` calls (the second one on torch: the replay, with the ops' specialised kernels)."""
     m = tm.load(model, backend=backend)
-    out = m(feeds)
-    return [None if v is None else np.asarray(m.backend.to_numpy(v)) for v in out.values()]
+    runs = [m(feeds) for _ in range(calls)]
+    return [[None if v is None else np.asarray(m.backend.to_numpy(v)) for v in out.values()] for out in runs]
 
 
 def check(op, inputs, outputs, attrs, feeds, consts=None, expected=None, rows=None, tol=TOL):
-    """Compare every output on both backends with onnxruntime (or ``expected``).
+    """Compare every output on both backends with onnxruntime (or ``expected``), at the first call and the second.
 
     ``rows(i, ref, got)`` may select the part of output ``i`` that onnxruntime defines.
     """
     model = make_model(op, inputs, outputs, attrs, feeds, consts)
     ref = expected if expected is not None else run_ort(model, feeds)
     for backend in BACKENDS:
-        got = run_backend(model, feeds, backend)
-        for i, (r, g) in enumerate(zip(ref, got)):
-            assert g is not None and g.shape == r.shape, (backend, i, None if g is None else g.shape, r.shape)
-            if rows is not None:
-                r, g = rows(i, r, g)
-            np.testing.assert_allclose(g, r, atol=tol, rtol=tol, err_msg=f"{op} output {i} on {backend}")
+        for call, got in enumerate(run_backend(model, feeds, backend, calls=2)):
+            for i, (r, g) in enumerate(zip(ref, got)):
+                assert g is not None and g.shape == r.shape, (backend, i, None if g is None else g.shape, r.shape)
+                if rows is not None:
+                    r, g = rows(i, r, g)
+                np.testing.assert_allclose(g, r, atol=tol, rtol=tol, err_msg=f"{op} output {i} on {backend}, call {call}")
 
 
 def rand(rng, *shape):
@@ -131,7 +132,7 @@ def test_simplified_layer_normalization(axis):
     )
     ref = run_ort(model, feeds)
     for backend in BACKENDS:
-        for r, g in zip(ref, run_backend(model, feeds, backend)):
+        for r, g in zip(ref, run_backend(model, feeds, backend)[0]):
             np.testing.assert_allclose(g, r, atol=TOL, rtol=TOL)
 
 
@@ -454,6 +455,29 @@ def test_gqa_total_sequence_length_as_input():
     gqa_check(1, [5, 3], 8, rotary=1, const_total=False)
 
 
+@pytest.mark.parametrize("seq,seqlens,packed", [(1, [5, 3], 0), (1, [6, 2], 1), (3, [6], 0), (4, [3, 1], 1)])
+def test_gqa_replay_runs_the_model_builders_case_as_one_kernel(seq, seqlens, packed):
+    """A shared past buffer, rotate-half rotary over the whole head, causal: the torch replay calls the kernel that
+    ``specialise`` made (a decode step, a later prompt, a first prompt); ``gqa_check`` compares both calls with
+    onnxruntime."""
+    gqa_check(seq, seqlens, 8, rotary=1, packed=packed)
+    rng = np.random.default_rng(0)
+    b, nh, nkv, h = len(seqlens), GQA_HEADS, GQA_KV_HEADS, GQA_SIZE
+    feeds = {"query": rand(rng, b, seq, (nh + 2 * nkv) * h), "past_key": rand(rng, b, nkv, 8, h),
+             "past_value": rand(rng, b, nkv, 8, h), "seqlens_k": np.array(seqlens, np.int32)}
+    consts = {"total_sequence_length": np.array(max(seqlens) + 1, np.int32),
+              "cos": rng.random((32, h // 2)).astype(np.float32), "sin": rng.random((32, h // 2)).astype(np.float32)}
+    inputs = ["query", "", "", "past_key", "past_value", "seqlens_k", "total_sequence_length", "cos", "sin"]
+    model = make_model("GroupQueryAttention", inputs, ["output", "present_key", "present_value"],
+                       {"num_heads": nh, "kv_num_heads": nkv, "do_rotary": 1}, feeds, consts)
+    m = tm.load(model, backend="torch")
+    m(feeds), m(feeds)
+    (exe,) = m._executables.values()
+    (form,) = [exe.shortcuts.get(i, ("op",))[0] for i, (step, _) in enumerate(exe.steps)
+               if step.spec.op_type == "GroupQueryAttention"]
+    assert form == "kernel"
+
+
 def test_gqa_decode_is_compiled_on_mlx():
     """With total_sequence_length folded on the host, a decode step is one traced mx.compile graph."""
     rng = np.random.default_rng(18)
@@ -518,7 +542,7 @@ def test_gqa_qk_norm_equals_norms_before_the_op(rotary):
     ref = run_ort(explicit, feeds)
     valid = feeds["seqlens_k"] + 1
     for backend in BACKENDS:
-        got = run_backend(fused, feeds, backend)
+        got = run_backend(fused, feeds, backend)[0]
         for j in range(b):  # the rows onnxruntime defines: each entry's valid ones
             np.testing.assert_allclose(got[0][j, :valid[j]], ref[0][j, :valid[j]], rtol=TOL, atol=TOL, err_msg=backend)
             for i in (1, 2):

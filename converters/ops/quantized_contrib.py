@@ -105,7 +105,28 @@ def _nbits_plan(B, A_dtype, Bq, scales, zero_points, g_idx, K, N, bits, block_si
     return ("dense", B.asarray(w.astype(A_dtype, copy=False)))
 
 
-@register("MatMulNBits", 1, domain=MS_DOMAIN, static_inputs=(1, 2, 3, 4))
+def _nbits_kernel(B: Any, A: Any, Bq: Any, scales: Any, zero_points: Any = None, g_idx: Any = None, bias: Any = None,
+                  *, K: int, N: int, block_size: int, bits: int = 4, accuracy_level: int = 0,
+                  weight_prepacked: int = 0) -> Any:  # fmt: skip
+    """The product with the weight dequantized once (the dense plan: CPUs), as a function of the op's inputs that
+    holds the transposed weight, without the plan lookup of each call; else None."""
+    if weight_prepacked or Bq.size == 0:
+        return None
+    dt = np.dtype(B.dtype(A))
+    plan = _cached(B, (Bq, scales, zero_points, g_idx), (dt.str, K, N, bits, block_size), lambda: _nbits_plan(
+        B, dt, Bq, scales, zero_points, g_idx, K, N, bits, block_size))  # fmt: skip
+    if plan[0] != "dense":
+        return None
+    weight = B.transpose(plan[1], (1, 0))
+
+    def kernel(A: Any, *rest: Any) -> Any:
+        y = B.matmul(A, weight)
+        return y if len(rest) < 5 or rest[4] is None else B.add(y, rest[4])
+
+    return kernel
+
+
+@register("MatMulNBits", 1, domain=MS_DOMAIN, static_inputs=(1, 2, 3, 4), specialise=_nbits_kernel)
 def matmul_nbits_1(
     B: Any, A: Any, Bq: Any, scales: Any, zero_points: Any = None, g_idx: Any = None, bias: Any = None, *,
     K: int, N: int, block_size: int, bits: int = 4, accuracy_level: int = 0, weight_prepacked: int = 0,
