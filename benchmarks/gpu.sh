@@ -65,7 +65,7 @@ mlx)
     machine
     set +e
     if [ "${GPU_BENCH:-1}" = 1 ]; then
-        timeout 200 python3 benchmarks/encoder.py --shapes 1x16,8x128,32x128 --runs 5 --budget 20 \
+        timeout 200 python3 benchmarks/encoder.py --shapes 1x16,8x128,32x128 --runs 5 --rounds 1 --budget 20 \
             --output "$OUT/encoder-gpu.md" 2>&1 | tail -30
     fi
     # mlx-cuda compiles each case's kernels on first use (~0.8 s a case): 16 workers where pytest-xdist is

@@ -485,8 +485,10 @@ class Executable:
             self.compiled = False
             return
         self._build_replay(trace, feeds, interp, {position for position, _, _ in found})
-        self._trace = trace
         self.guards = self._guards(found, trace, interp.env)
+        # the steps, for recomputing guarded indices on the host; not the walk's values, which would hold every
+        # activation of the planning call for as long as the signature lives (BGE-base 32x128 on torch: 4.3 GB)
+        self._trace = [(step, []) for step, _ in trace]
         self._guards_at: dict[int, list[Guard]] = {}
         for g in self.guards:
             self._guards_at.setdefault(g.step_index, []).append(g)

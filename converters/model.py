@@ -342,11 +342,12 @@ def _take_embedded(proto: onnx.ModelProto) -> dict[str, np.ndarray]:
     for tensor in proto.graph.initializer:
         dtype = _PLAIN.get(tensor.data_type)
         count = int(np.prod(tensor.dims, dtype=np.int64))
-        if (tensor.data_location != onnx.TensorProto.DEFAULT or dtype is None or count < _APART_MIN_SIZE
-                or len(tensor.raw_data) != count * dtype.itemsize):
+        if tensor.data_location != onnx.TensorProto.DEFAULT or dtype is None or count < _APART_MIN_SIZE:
             continue
-        weights[tensor.name] = np.frombuffer(tensor.raw_data, dtype).reshape(tuple(tensor.dims)).copy()
-        tensor.ClearField("raw_data")
+        data = tensor.raw_data  # a copy of the bytes: read once
+        if len(data) == count * dtype.itemsize:
+            weights[tensor.name] = np.frombuffer(data, dtype).reshape(tuple(tensor.dims)).copy()
+            tensor.ClearField("raw_data")
     return weights
 
 

@@ -39,8 +39,6 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-import onnx
-
 from .bounds import clamp, extremes
 
 
@@ -97,7 +95,7 @@ def straight_line(exe: Any) -> StraightLine:
                         lines.append(f"    found.append(extremes(B, a[{i}], {bound}))")
                     lines.append(f"    a[{i}] = clamp(B, a[{i}], {bound})")
                 args = ["*a"]
-            if step.spec.context and _has_subgraph(step):  # control flow: the interpreter's step, in the outer scope
+            if step.spec.context and step.subgraphs:  # control flow: the interpreter's step, in the outer scope
                 run = bind(functools.partial(_run_context, exe._interp, exe._host_env, step), f"step{index}")
                 scope = ", ".join(f"{n!r}: {local[n]}" for n in step.captures if n in local)
                 lines.append(f"    o = {run}([{', '.join(args)}], {{{scope}}})")
@@ -116,11 +114,6 @@ def straight_line(exe: Any) -> StraightLine:
     result = f"({', '.join(outputs)}{',' if len(outputs) == 1 else ''})"
     lines.append(f"    return {result}" + (" + tuple(found)" if device_guards else ""))
     return StraightLine("\n".join(lines), names)
-
-
-def _has_subgraph(step: Any) -> bool:
-    """Whether the step runs a graph of its own (If, Loop, Scan): its values come from the scope of the call."""
-    return any(isinstance(v, onnx.GraphProto) for v in step.attrs.values())
 
 
 def _outs(out: Any, count: int) -> tuple[Any, ...]:
