@@ -149,3 +149,31 @@ def test_a_signature_keeps_none_of_its_planning_walks_values(monkeypatch):
     assert len(made) == 1 and made[0]() is None  # the walk's Exp output is gone; the signature stays
     np.testing.assert_allclose(model.backend.to_numpy(y), -np.exp(x), rtol=1e-6)
     assert len(model.signatures()) == 1
+
+
+def test_the_planning_walk_frees_a_value_after_its_last_reader(monkeypatch):
+    """On an eager backend the walk that plans a signature keeps a stand-in of a value's shape and dtype once its
+    last reader has run (as the replay frees it), not the value: by the time Abs runs, Exp's output is gone."""
+    import gc
+    import weakref
+
+    h = onnx.helper
+    graph = h.make_graph([h.make_node("Exp", ["x"], ["e"]), h.make_node("Neg", ["e"], ["n"]),
+                          h.make_node("Abs", ["n"], ["y"])], "g",
+                         [h.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [4, 8])],
+                         [h.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)])
+    model = tm.load(h.make_model(graph, opset_imports=[h.make_opsetid("", 18)]), backend="torch")
+    B, made, alive = model.backend, [], []
+    exp, absolute = B.exp, B.abs
+
+    def abs_checking(x):
+        gc.collect()
+        alive.append(made[0]() is not None)
+        return absolute(x)
+
+    monkeypatch.setattr(B, "exp", lambda x: (made.append(weakref.ref(out := exp(x))), out)[1])
+    monkeypatch.setattr(B, "abs", abs_checking)
+    x = np.random.default_rng(0).standard_normal((4, 8)).astype(np.float32)
+    for _ in range(2):  # the planning walk, then the replay
+        np.testing.assert_allclose(B.to_numpy(model({"x": x})["y"]), np.exp(x), rtol=1e-6)
+    assert alive[0] is False
