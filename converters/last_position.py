@@ -57,6 +57,8 @@ def _rewrite(program: Program, output: str) -> bool:
     readers = collections.Counter(n for s in steps for n in (*s.inputs, *s.captures) if n)
     readers.update(program.output_names)
     value = output
+    if readers[output] != 1:  # read by a node as well: that node must see every position
+        return False
     while value in producer:
         index = producer[value]
         step = steps[index]

@@ -80,13 +80,16 @@ def test_a_tied_head_with_a_bias_and_a_soft_cap(backend):
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_a_head_not_made_of_rows_is_cut_after_the_run(backend):
     """A Softmax over the vocabulary is not among the row-wise ops known; an intermediate value that is also an
-    output must stay whole: both give the last position of the full output."""
+    output, or an output another node reads, must stay whole: each gives the last position of the full output."""
     softmax = [oh.make_node("MatMul", ["h", "W"], ["p"], name="lm_head"),
                oh.make_node("Softmax", ["p"], ["logits"], name="softmax", axis=-1)]
     check(head_model(softmax), backend, rewritten=False)
     shared = [oh.make_node("MatMul", ["h", "W"], ["p"], name="lm_head"),
               oh.make_node("Neg", ["p"], ["logits"], name="neg")]
     check(head_model(shared, extra_outputs=("p",)), backend, rewritten=False)
+    read = [oh.make_node("MatMul", ["h", "W"], ["logits"], name="lm_head"),
+            oh.make_node("Neg", ["logits"], ["q"], name="neg")]
+    check(head_model(read, extra_outputs=("q",)), backend, rewritten=False)  # q needs every position
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
