@@ -113,16 +113,8 @@ class Program:
     def dead_after(self) -> list[list[str]]:
         """For each step, the values read (or made) for the last time there, graph outputs excepted."""
         if self._dead is None or self._dead[0] is not self.steps:  # made for these steps (a variant has its own)
-            last: dict[str, int] = {}
-            for index, step in enumerate(self.steps):
-                for n in (*step.inputs, *step.captures, *step.outputs):
-                    if n:
-                        last[n] = index
-            dead: list[list[str]] = [[] for _ in self.steps]
-            for n, index in last.items():
-                if n not in self.output_names:
-                    dead[index].append(n)
-            self._dead = (self.steps, dead)
+            uses = [((*step.inputs, *step.captures), step.outputs) for step in self.steps]
+            self._dead = (self.steps, _last_uses(uses, set(self.output_names)))
         return self._dead[1]
 
     def _matmul_weights(self) -> set[str]:
@@ -437,6 +429,20 @@ def _step_key(step: Step, plan: list[tuple[str, Any]], args: list[Any]) -> tuple
     return (step.spec, attrs, tuple(inputs))
 
 
+def _last_uses(steps: Sequence[tuple[Sequence[str], Sequence[str]]], keep: set[str]) -> list[list[str]]:
+    """For each step, given as (the names it reads, the names it makes), the names read for the last time there or
+    made there and never read, ``keep`` excepted: what may be freed once the step has run."""
+    last: dict[str, int] = {}
+    for i, (reads, makes) in enumerate(steps):
+        last.update((n, i) for n in reads if n)
+        last.update((n, i) for n in makes if n and n not in last)  # never read: freed at once
+    dead: list[list[str]] = [[] for _ in steps]
+    for n, i in last.items():
+        if n not in keep:
+            dead[i].append(n)
+    return dead
+
+
 def _stand_ins(B: Backend, values: dict[str, Any], names: list[str],
                places: dict[str, list[tuple[list[Any], int]]]) -> None:
     """Each device value of ``names`` in ``values`` and in the trace slots ``places`` that hold it replaced by an
@@ -526,7 +532,7 @@ class Executable:
         self._build_replay(trace, feeds, interp, {position for position, _, _ in found})
         self.guards = self._guards(found, trace, interp.env)
         # the steps, for recomputing guarded indices on the host; not the walk's values, which would hold every
-        # activation of the planning call for as long as the signature lives (BGE-base 32x128 on torch: 4.3 GB)
+        # activation of the planning call for as long as the signature lives (BGE-base 32x128 on torch: 2.6 GB)
         self._trace = [(step, []) for step, _ in trace]
         self._guards_at: dict[int, list[Guard]] = {}
         for g in self.guards:
@@ -628,18 +634,8 @@ class Executable:
         self._drop_unread(guarded)
         # each device value is dropped after its last reader, so an eager replay (torch) frees activations as
         # PyTorch eager does instead of holding every one of them to the end (MiniLM 32x128: 1.9 GB peak)
-        last: dict[str, int] = {}
-        for i, (step, plan) in enumerate(self.steps):
-            for n in [n for n, _ in plan if n] + [n for n in step.captures if n]:
-                last[n] = i
-            for o in step.outputs:
-                if o:
-                    last.setdefault(o, i)  # never read: dropped at once
-        keep = set(self.device_output_names)
-        self._drop_after: list[tuple[str, ...]] = [() for _ in self.steps]
-        for n, i in last.items():
-            if n not in keep:
-                self._drop_after[i] += (n,)
+        uses = [((*(n for n, _ in plan), *step.captures), step.outputs) for step, plan in self.steps]
+        self._drop_after = _last_uses(uses, set(self.device_output_names))
 
     def _drop_unread(self, guarded: set[int]) -> None:
         """Drop the steps whose device values nothing reads but shapes (``Shape``, ``Size``: constants of the

@@ -51,7 +51,7 @@ class TorchBackend:
 
     def __init__(self, device: str | None = None) -> None:
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-        self._mask_facts: tuple[Any, tuple[bool, int, bool]] = (None, (False, 0, False))  # the last mask sdpa read
+        self._mask_facts: tuple[Any, tuple[bool, int, bool, bool]] = (None, (False, 0, False, False))  # the last mask
         # 4-bit weights in torch's CPU int4 layout, made once per packed weight tensor (by its id, while
         # it lives: a tensor's == is element-wise, so it cannot be a dict key itself)
         self._int4: dict[int, tuple[torch.Tensor, torch.Tensor, int]] = {}
@@ -378,7 +378,7 @@ class TorchBackend:
         return x * cos + torch.cat((second.neg(), first), -1) * sin
 
 
-def _mask_facts(mask: torch.Tensor) -> tuple[bool, int, bool, bool, bool]:
+def _mask_facts(mask: torch.Tensor) -> tuple[bool, int, bool, bool]:
     """Facts of an additive mask: (all zero from ``start`` on; ``start``: the first key column some query attends
     to; no softmax row NaN from finite scores; causal from ``start`` on: as many keys as queries, zero on and below
     the diagonal and the dtype's lowest value (or -inf) above it, in every row of the batch: a prompt without

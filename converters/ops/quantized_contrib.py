@@ -105,6 +105,13 @@ def _nbits_plan(B, A_dtype, Bq, scales, zero_points, g_idx, K, N, bits, block_si
     return ("dense", B.asarray(w.astype(A_dtype, copy=False)))
 
 
+def _plan(B: Any, dt: np.dtype, Bq: Any, scales: Any, zero_points: Any, g_idx: Any, K: int, N: int, bits: int,
+          block_size: int) -> tuple:
+    """``_nbits_plan`` for these weights and compute dtype, made once (cached by the arrays' identity)."""
+    return _cached(B, (Bq, scales, zero_points, g_idx), (dt.str, K, N, bits, block_size), lambda: _nbits_plan(
+        B, dt, Bq, scales, zero_points, g_idx, K, N, bits, block_size))  # fmt: skip
+
+
 def _nbits_kernel(B: Any, A: Any, Bq: Any, scales: Any, zero_points: Any = None, g_idx: Any = None, bias: Any = None,
                   *, K: int, N: int, block_size: int, bits: int = 4, accuracy_level: int = 0,
                   weight_prepacked: int = 0) -> Any:  # fmt: skip
@@ -112,9 +119,7 @@ def _nbits_kernel(B: Any, A: Any, Bq: Any, scales: Any, zero_points: Any = None,
     holds the transposed weight, without the plan lookup of each call; else None."""
     if weight_prepacked or Bq.size == 0:
         return None
-    dt = np.dtype(B.dtype(A))
-    plan = _cached(B, (Bq, scales, zero_points, g_idx), (dt.str, K, N, bits, block_size), lambda: _nbits_plan(
-        B, dt, Bq, scales, zero_points, g_idx, K, N, bits, block_size))  # fmt: skip
+    plan = _plan(B, np.dtype(B.dtype(A)), Bq, scales, zero_points, g_idx, K, N, bits, block_size)
     if plan[0] != "dense":
         return None
     weight = B.transpose(plan[1], (1, 0))
@@ -139,9 +144,7 @@ def matmul_nbits_1(
     if Bq.size == 0:  # an omitted projection: zeros (plus bias)
         y = B.zeros(lead + (N,), dt)
     else:
-        extra = (dt.str, K, N, bits, block_size)
-        plan = _cached(B, (Bq, scales, zero_points, g_idx), extra, lambda: _nbits_plan(
-            B, dt, Bq, scales, zero_points, g_idx, K, N, bits, block_size))  # fmt: skip
+        plan = _plan(B, dt, Bq, scales, zero_points, g_idx, K, N, bits, block_size)
         if plan[0] == "packed":
             _, words, scale_g, bias_g, group, padded_k = plan
             if padded_k != K:  # the last block's padding meets zeros
