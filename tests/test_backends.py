@@ -190,11 +190,18 @@ def test_the_package_brings_a_fast_blas_on_linux():
 
     mkl = [c for c in _candidates() if "libmkl_rt" in c]
     assert mkl, "no libmkl_rt under sys.prefix/lib: the mkl dependency is missing"
+    # 512 x 512: large enough that MKL runs it on its threads, which are TBB's (``_mkl_threading``)
     code = ("import numpy as np, transmuter_mlx, mlx.core as mx; from transmuter_mlx._blas import blas_info; "
-            "a = np.random.default_rng(0).standard_normal((64, 64)).astype(np.float32); "
-            "print(blas_info()['status'], float(np.abs(np.array(mx.array(a) @ mx.array(a)) - a @ a).max()))")
-    out = run_python(code, {**os.environ, "TRANSMUTER_MLX_BLAS": mkl[0]}).stdout.split()
+            "a = np.random.default_rng(0).standard_normal((512, 512)).astype(np.float32); "
+            "error = float(np.abs(np.array(mx.array(a) @ mx.array(a)) - a @ a).max()); "
+            "layer = [m.split('/')[-1].strip() for m in open('/proc/self/maps') if 'libmkl_' in m and '_thread' in m]; "
+            "print(blas_info()['status'], error, blas_info()['mkl_threading'], layer[:1])")
+    env = {k: v for k, v in os.environ.items() if k != "MKL_THREADING_LAYER"}
+    out = run_python(code, {**env, "TRANSMUTER_MLX_BLAS": mkl[0]}).stdout.split()
     assert out[0] == "loaded" and float(out[1]) < 1e-3
+    assert out[2:] == ["TBB", "['libmkl_tbb_thread.so.3']"]
+    out = run_python(code, {**env, "TRANSMUTER_MLX_BLAS": mkl[0], "MKL_THREADING_LAYER": "SEQUENTIAL"}).stdout.split()
+    assert float(out[1]) < 1e-3 and out[2:] == ["SEQUENTIAL", "(MKL_THREADING_LAYER)", "[]"]  # MKL's to read
 
 
 SYSTEM_OPENBLAS = next((p for p in _blas._SYSTEM_OPENBLAS if os.path.exists(p)), None)
