@@ -477,10 +477,12 @@ def _load_external_data(proto: onnx.ModelProto, path: Path, weights_apart: bool 
             if apart and dtype is not None and count >= _APART_MIN_SIZE:
                 if length >= 0 and length != count * dtype.itemsize:
                     raise ValueError(f"tensor {tensor.name!r}: {length} bytes of external data for {count} values")
-                data = np.fromfile(f, dtype, count)
-                if data.size != count:
+                offset = f.tell()
+                if offset + count * dtype.itemsize > os.fstat(f.fileno()).st_size:
                     raise OSError(f"external data file {folder / location} is truncated (tensor {tensor.name!r})")
-                weights[tensor.name] = data.reshape(tuple(tensor.dims))
+                # the file's pages, not a copy: each weight is then copied once, into its device array (a read
+                # into memory first cost Qwen3-0.6B's fp32 export 3.3 s of its load and 2.9 GB at the peak)
+                weights[tensor.name] = np.memmap(f, dtype, mode="r", offset=offset, shape=tuple(tensor.dims))
             else:
                 data = f.read(length)
                 if length >= 0 and len(data) != length:

@@ -3,6 +3,8 @@ torch on the CPU), and no copy left in the ONNX proto it read. Outputs are check
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import onnx
 import pytest
@@ -177,3 +179,41 @@ def test_the_planning_walk_frees_a_value_after_its_last_reader(monkeypatch):
     for _ in range(2):  # the planning walk, then the replay
         np.testing.assert_allclose(B.to_numpy(model({"x": x})["y"]), np.exp(x), rtol=1e-6)
     assert alive[0] is False
+
+
+def _with_external_data(folder) -> Path:
+    """The tiny BERT saved in ``folder`` with its weights in ``model.onnx_data``."""
+    path = folder / "model.onnx"
+    onnx.save(onnx.load(str(build(TINY_BERT) / "onnx" / "model.onnx")), str(path), save_as_external_data=True,
+              all_tensors_to_one_file=True, location="model.onnx_data", size_threshold=1024)
+    return path
+
+
+@pytest.mark.parametrize("backend", ["mlx", "torch"])
+def test_external_weights_are_mapped_from_their_file_and_copied_once(backend, tmp_path):
+    """Weights in an external data file are the file's pages (``np.memmap``), not a copy read into memory: each is
+    copied once, into its device array (the matmul weights transposed on the way). Outputs are onnxruntime's."""
+    from transmuter_mlx.converters.model import read_model
+
+    path = _with_external_data(tmp_path)
+    _, _, weights = read_model(path, weights_apart=True)
+    assert weights and all(isinstance(w, np.memmap) and not w.flags.writeable for w in weights.values())
+    assert {w.filename for w in weights.values()} == {str((tmp_path / "model.onnx_data").resolve())}
+    model = tm.load(str(path), backend=backend)
+    B = model.backend
+    for name in weights:  # the host value is a view of the device copy now, not of the file
+        host = model.program.initializers[name]
+        assert not isinstance(host, np.memmap) and np.shares_memory(
+            host, B.host_view(model.program.device_constants[(name, B.name)])), name
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    feeds = _feeds()
+    np.testing.assert_allclose(B.to_numpy(model(feeds)["last_hidden_state"]),
+                               session.run(["last_hidden_state"], feeds)[0], rtol=1e-4, atol=1e-5)
+
+
+def test_a_truncated_external_data_file_is_named(tmp_path):
+    path = _with_external_data(tmp_path)
+    data = tmp_path / "model.onnx_data"
+    data.write_bytes(data.read_bytes()[:-100])  # the last weight is 25 values short
+    with pytest.raises(tm.ModelLoadError, match=r"model.onnx_data is truncated \(tensor '"):
+        tm.load(str(path))

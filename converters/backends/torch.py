@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as _F
 
 from . import threefry
-from .base import BINARY, UNARY
+from .base import BINARY, UNARY, transposed
 
 _TO_TORCH = {
     np.dtype(np.bool_): torch.bool,
@@ -91,7 +91,7 @@ class TorchBackend:
         # the same at batch 1 and at a 128-token prompt). cuBLAS reads either layout alike.
         if self.device.type != "cpu":
             return self.asarray(w)
-        return self.asarray(w).t().contiguous().t()  # torch's transposing copy: 2x numpy's
+        return self.asarray(transposed(w)).t()
 
     def host_view(self, x: Any) -> np.ndarray | None:
         if x.device.type != "cpu" or x.dtype == torch.bfloat16:
