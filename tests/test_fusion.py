@@ -425,10 +425,15 @@ def test_in_place_fusion_rewrites_the_nodes_as_the_copy_does():
     assert [o.SerializeToString() for o in edited.opset_import] == [o.SerializeToString() for o in copied.opset_import]
 
 
-def repeated_heads_model(target="grouped", shape_reader=True):
+def repeated_heads_model(target="grouped", shape_reader=True, mask_shape=None):
     """transformers' repeat_kv before the attention: K and V of 2 heads, Unsqueeze(2) -> Expand -> Reshape
-    to the query's 6 heads (``target="grouped"``), or to a longer key sequence (``"sequence"``: no grouping)."""
+    to the query's 6 heads (``target="grouped"``), or to a longer key sequence (``"sequence"``: no grouping).
+    ``mask_shape``: a random mask of that shape (each row sees a key) instead of the per-row padding one."""
     feeds = attention_feeds()
+    if mask_shape is not None:
+        allowed = rng.random(mask_shape) < 0.6
+        allowed[..., 0] = True
+        feeds["mask"] = np.where(allowed, 0, np.finfo(np.float32).min).astype(np.float32)
     hk, n = 2, H_GQA // 2
     feeds["q"] = rng.standard_normal((B_, H_GQA, S, D)).astype(np.float32)
     feeds["k"], feeds["v"] = (rng.standard_normal((B_, hk, S, D)).astype(np.float32) for _ in range(2))
@@ -463,6 +468,14 @@ def test_attention_reads_grouped_heads_through_repeat_kv(shape_reader):
     (exe,) = m._executables.values()
     replayed = [s.spec.op_type for s, _ in exe.steps]
     assert replayed == ["ScaledDotProductAttention"]  # the copies per head are never made, even when kept for a Shape
+
+
+@pytest.mark.parametrize("mask_shape", [(B_, H_GQA, S, S), (B_, 1, S, S), (S, S), (1, S)])
+def test_grouped_heads_read_masks_of_every_shape(mask_shape):
+    """mlx's float32 CPU path multiplies the query heads of a group with their one kv head (no repeated cache): a
+    mask per head is split as the query is, one for all heads reaches each."""
+    proto, feeds = repeated_heads_model(shape_reader=False, mask_shape=mask_shape)
+    check(proto, feeds, ["ScaledDotProductAttention"])
 
 
 def test_attention_repeat_that_is_not_grouping_runs_the_chain():

@@ -283,11 +283,7 @@ class MlxBackend:
         additive = mask is None or isinstance(mask, mx.array) and mask.dtype == q.dtype
         if fastmath.applies(q) and q.dtype == mx.float32 and additive:
             # the CPU's fused kernel runs the scalar mx.softmax: composed with ours it is ~1.7x faster
-            if q.shape[1] != k.shape[1]:  # grouped heads: query head i reads kv head i // n
-                n = q.shape[1] // k.shape[1]
-                k, v = mx.repeat(k, n, axis=1), mx.repeat(v, n, axis=1)
-            scores = mx.matmul(q * scale, mx.swapaxes(k, -1, -2))
-            out = mx.matmul(fastmath.softmax(scores if mask is None else scores + mask, -1), v)
+            out = _grouped_attention(q, k, v, scale, mask)
         else:
             out = mx.fast.scaled_dot_product_attention(q, k, v, scale=scale, mask=mask)
         return mx.where(mx.isnan(out), mx.array(0, out.dtype), out) if zero_nan else out
@@ -356,6 +352,24 @@ class MlxBackend:
         half = x.shape[-1] // 2
         rotated = mx.concatenate([-x[..., half:], x[..., :half]], axis=-1)
         return x * cos + rotated * sin
+
+
+def _grouped_attention(q: mx.array, k: mx.array, v: mx.array, scale: float, mask: mx.array | None) -> mx.array:
+    """softmax(q k^T * scale + mask) v, where query head i reads kv head i // n (n = query heads / kv heads).
+
+    The n query heads of a group are rows of one product with their kv head, so the cache is read as it is, never
+    repeated n times (SmolLM2-135M's 9 / 3 heads at 8 rows, a 64-key decode step: 411 -> 189 us a layer).
+    """
+    b, h, rows, d = q.shape
+    groups, keys = k.shape[1], k.shape[2]
+    n = h // groups
+    scores = mx.matmul(mx.reshape(q * scale, (b, groups, n * rows, d)), mx.swapaxes(k, -1, -2))
+    if mask is not None:
+        mask = mx.reshape(mask, (1,) * (4 - mask.ndim) + mask.shape)
+        # (b, h, rows, keys) masks split the heads as the query does; (b, 1, rows, keys) ones reach every head
+        mask = mx.reshape(mask, (mask.shape[0], groups, n, *mask.shape[2:])) if mask.shape[1] == h else mask[:, :, None]
+        scores = mx.reshape(mx.reshape(scores, (b, groups, n, rows, keys)) + mask, scores.shape)
+    return mx.reshape(mx.matmul(fastmath.softmax(scores, -1), v), (b, h, rows, v.shape[-1]))
 
 
 def _dilate(x: mx.array, strides: Sequence[int]) -> mx.array:
