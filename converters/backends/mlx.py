@@ -334,7 +334,7 @@ class MlxBackend:
         return _per_key(keys, *_random("gumbel", count))
 
     def silu(self, x: mx.array) -> mx.array:
-        return x * mx.sigmoid(x)  # a compiled replay fuses the two
+        return x * self.sigmoid(x)  # fastmath's on the CPU (the wheel's mx.sigmoid is scalar); a compiled replay fuses
 
     def gelu(self, x: mx.array) -> mx.array:
         if fastmath.applies(x):
