@@ -28,6 +28,7 @@ import json
 import os
 import platform
 import re
+import shlex
 import statistics
 import subprocess
 import sys
@@ -408,10 +409,24 @@ def main(argv: list[str] | None = None) -> int:
         print(table(results, a.batch_list, a))
     if a.output:
         Path(a.output).parent.mkdir(parents=True, exist_ok=True)
-        Path(a.output).write_text("# Generation throughput and latency\n\nMade by `python benchmarks/generation.py"
-                                  + (f" --shape {a.shape}" if a.shape != "tiny" else "") + "`.\n\n"
+        given = sys.argv[1:] if argv is None else argv
+        command = shlex.join(["python", "benchmarks/generation.py", *_without_output(given)])
+        Path(a.output).write_text(f"# Generation throughput and latency\n\nMade by `{command}`.\n\n"
                                   + table(results, a.batch_list, a))
     return 0
+
+
+def _without_output(args: list[str]) -> list[str]:
+    """The command line's arguments less ``--output`` and its value (where the table went, not how it was made)."""
+    out, skip = [], False
+    for arg in args:
+        if skip or arg.startswith("--output="):
+            skip = False
+            continue
+        skip = arg == "--output"
+        if not skip:
+            out.append(arg)
+    return out
 
 
 if __name__ == "__main__":
