@@ -481,8 +481,11 @@ def _load_external_data(proto: onnx.ModelProto, path: Path, weights_apart: bool 
                 if offset + count * dtype.itemsize > os.fstat(f.fileno()).st_size:
                     raise OSError(f"external data file {folder / location} is truncated (tensor {tensor.name!r})")
                 # the file's pages, not a copy: each weight is then copied once, into its device array (a read
-                # into memory first cost Qwen3-0.6B's fp32 export 3.3 s of its load and 2.9 GB at the peak)
-                weights[tensor.name] = np.memmap(f, dtype, mode="r", offset=offset, shape=tuple(tensor.dims))
+                # into memory first cost Qwen3-0.6B's fp32 export 3.3 s of its load and 2.9 GB at the peak). A
+                # plain ndarray over the map: np.asarray of a memmap is a new object at every call, and ops cache
+                # what they derive from a weight by its identity (MatMulNBits' dequantized plan: 17 GB at Qwen3)
+                mapped = np.memmap(f, dtype, mode="r", offset=offset, shape=tuple(tensor.dims))
+                weights[tensor.name] = mapped.view(np.ndarray)
             else:
                 data = f.read(length)
                 if length >= 0 and len(data) != length:

@@ -206,6 +206,29 @@ def test_matmul_nbits_weights_packed_or_dequantized_once(choice, monkeypatch):
     del m
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_matmul_nbits_weights_from_external_data_are_planned_once(backend, tmp_path):
+    """Packed weights read from an external data file (mapped, and kept on the host for the op) give one plan for
+    every signature: the plan cache is keyed by the weight's identity, which a memmap changed at each np.asarray
+    (Qwen3-0.6B's int4 export dequantized per signature, 17 GB at its peak)."""
+    from transmuter_mlx.converters.ops import quantized_contrib
+
+    model, _ = _nbits_model(256, 64, 4, 32, "packed", None, True, lead=(2,))
+    model.graph.input[0].CopyFrom(_vi("A", np.float32, ["n", 256]))
+    model.graph.output[0].CopyFrom(_vi("Y", np.float32, ["n", 64]))
+    path = tmp_path / "model.onnx"
+    onnx.save(model, str(path), save_as_external_data=True, location="model.onnx_data", size_threshold=1024)
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    before = set(quantized_contrib._CACHE)
+    m = transmuter_mlx.load(str(path), backend=backend)
+    rng = np.random.default_rng(1)
+    for lead in ((2,), (3,), (1,), (2,)):  # three signatures, one of them twice
+        feeds = {"A": rng.standard_normal((*lead, 256)).astype(np.float32)}
+        np.testing.assert_allclose(m.backend.to_numpy(m(feeds)["Y"]), session.run(["Y"], feeds)[0],
+                                   rtol=1e-4, atol=1e-4)
+    assert len([k for k in quantized_contrib._CACHE if k not in before]) == 1
+
+
 # -- GatherBlockQuantized ------------------------------------------------------------------------
 
 
