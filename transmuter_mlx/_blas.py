@@ -142,7 +142,7 @@ def _mkl_threading(lib: ctypes.CDLL, path: str) -> str:
     Left to choose, MKL takes GNU OpenMP, as torch's libgomp is loaded already: libgomp keeps a team of workers
     for each thread that ever ran a GEMM (the main thread, a ``Serving`` worker, a second pipeline's), and once
     those teams outnumber the cores every GEMM sleeps and wakes its team. SmolLM2-135M's fp32 decode on mlx, two
-    pipelines in one process: batch 1 19 -> 24 tokens/s, batch 8 81 -> 93 (docs/performance.md).
+    pipelines in one process: batch 1 19 -> 25 tokens/s, batch 8 81 -> 94 (docs/performance.md).
     ``MKL_THREADING_LAYER`` (``GNU``, ``INTEL``, ``SEQUENTIAL``, ``TBB``), where set, is MKL's to read.
     """
     if os.environ.get("MKL_THREADING_LAYER"):
