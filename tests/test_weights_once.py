@@ -3,6 +3,7 @@ torch on the CPU), and no copy left in the ONNX proto it read. Outputs are check
 
 from __future__ import annotations
 
+import weakref
 from pathlib import Path
 
 import numpy as np
@@ -131,20 +132,30 @@ def test_embedded_weights_are_read_apart_before_the_check(monkeypatch):
                                session.run(["last_hidden_state"], feeds)[0], rtol=1e-4, atol=1e-5)
 
 
+def _unary_chain(*ops: str) -> tm.Model:
+    """A torch model of ``x`` (4, 8) through the unary ``ops`` in turn, to ``y``."""
+    h = onnx.helper
+    names = ["x", *(f"v{i}" for i in range(len(ops) - 1)), "y"]
+    nodes = [h.make_node(op, [a], [b]) for op, a, b in zip(ops, names, names[1:])]
+    graph = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [4, 8])],
+                         [h.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)])
+    return tm.load(h.make_model(graph, opset_imports=[h.make_opsetid("", 18)]), backend="torch")
+
+
+def _outputs_of(B, name: str, monkeypatch) -> list[weakref.ref]:
+    """Weak references to every array ``B.<name>`` makes from now on."""
+    made, fn = [], getattr(B, name)
+    monkeypatch.setattr(B, name, lambda x: (made.append(weakref.ref(out := fn(x))), out)[1])
+    return made
+
+
 def test_a_signature_keeps_none_of_its_planning_walks_values(monkeypatch):
     """After its first call a signature holds its replay, not the activations of the walk that planned it (the
     steps kept for index checks held them: BGE-base's 32x128 signature kept 2.6 GB on torch)."""
     import gc
-    import weakref
 
-    h = onnx.helper
-    graph = h.make_graph([h.make_node("Exp", ["x"], ["e"]), h.make_node("Neg", ["e"], ["y"])], "g",
-                         [h.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [4, 8])],
-                         [h.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)])
-    model = tm.load(h.make_model(graph, opset_imports=[h.make_opsetid("", 18)]), backend="torch")
-    made = []
-    exp = model.backend.exp
-    monkeypatch.setattr(model.backend, "exp", lambda x: (made.append(weakref.ref(out := exp(x))), out)[1])
+    model = _unary_chain("Exp", "Neg")
+    made = _outputs_of(model.backend, "exp", monkeypatch)
     x = np.random.default_rng(0).standard_normal((4, 8)).astype(np.float32)
     y = model({"x": x})["y"]
     gc.collect()
@@ -157,23 +168,16 @@ def test_the_planning_walk_frees_a_value_after_its_last_reader(monkeypatch):
     """On an eager backend the walk that plans a signature keeps a stand-in of a value's shape and dtype once its
     last reader has run (as the replay frees it), not the value: by the time Abs runs, Exp's output is gone."""
     import gc
-    import weakref
 
-    h = onnx.helper
-    graph = h.make_graph([h.make_node("Exp", ["x"], ["e"]), h.make_node("Neg", ["e"], ["n"]),
-                          h.make_node("Abs", ["n"], ["y"])], "g",
-                         [h.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [4, 8])],
-                         [h.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)])
-    model = tm.load(h.make_model(graph, opset_imports=[h.make_opsetid("", 18)]), backend="torch")
-    B, made, alive = model.backend, [], []
-    exp, absolute = B.exp, B.abs
+    model = _unary_chain("Exp", "Neg", "Abs")
+    B, alive = model.backend, []
+    made, absolute = _outputs_of(B, "exp", monkeypatch), B.abs
 
     def abs_checking(x):
         gc.collect()
         alive.append(made[0]() is not None)
         return absolute(x)
 
-    monkeypatch.setattr(B, "exp", lambda x: (made.append(weakref.ref(out := exp(x))), out)[1])
     monkeypatch.setattr(B, "abs", abs_checking)
     x = np.random.default_rng(0).standard_normal((4, 8)).astype(np.float32)
     for _ in range(2):  # the planning walk, then the replay
