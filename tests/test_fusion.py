@@ -478,6 +478,15 @@ def test_grouped_heads_read_masks_of_every_shape(mask_shape):
     check(proto, feeds, ["ScaledDotProductAttention"])
 
 
+def test_grouped_heads_refuse_a_mask_per_kv_head():
+    """A mask with one slice per kv head broadcasts to no (b, heads, rows, keys): an error, as with the heads repeated
+    (mlx's grouped product would otherwise apply it to each head of a group)."""
+    B = get_backend("mlx")
+    q, kv = B.asarray(np.zeros((1, 6, 2, 4), np.float32)), B.asarray(np.zeros((1, 2, 3, 4), np.float32))
+    with pytest.raises(ValueError, match="broadcast"):
+        B.sdpa(q, kv, kv, 0.5, B.asarray(np.zeros((1, 2, 2, 3), np.float32)))
+
+
 def test_attention_repeat_that_is_not_grouping_runs_the_chain():
     proto, feeds = repeated_heads_model(target="sequence")
     check(proto, feeds, ["ScaledDotProductAttention"])

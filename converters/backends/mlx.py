@@ -366,6 +366,8 @@ def _grouped_attention(q: mx.array, k: mx.array, v: mx.array, scale: float, mask
     scores = mx.matmul(mx.reshape(q * scale, (b, groups, n * rows, d)), mx.swapaxes(k, -1, -2))
     if mask is not None:
         mask = mx.reshape(mask, (1,) * (4 - mask.ndim) + mask.shape)
+        if mask.shape[1] not in (1, h):  # raises, as the product of all heads would (a kv head's count is no match)
+            mask = mx.broadcast_to(mask, (mask.shape[0], h, *mask.shape[2:]))
         # (b, h, rows, keys) masks split the heads as the query does; (b, 1, rows, keys) ones reach every head
         mask = mx.reshape(mask, (mask.shape[0], groups, n, *mask.shape[2:])) if mask.shape[1] == h else mask[:, :, None]
         scores = mx.reshape(mx.reshape(scores, (b, groups, n, rows, keys)) + mask, scores.shape)
