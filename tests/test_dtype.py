@@ -225,7 +225,10 @@ def test_text_embedding(backend: str, dtype: str, monkeypatch: pytest.MonkeyPatc
 TEXT_CASES = [
     ("text-classification", "bert-sst3", ["I love this movie", "terrible"], {"top_k": None}),
     ("token-classification", "bert-ner", ["John Smith lives in Paris and works at Google."], {"ignore_labels": []}),
-    ("question-answering", "bert-qa", [{"question": "Where does John live?", "context": "John lives in Paris."}], {}),
+    # the two best answers: "lives" and "lives in Paris." are 2e-4 apart in float32, and bfloat16 may swap them
+    # (it does on an AMD EPYC's MKL); the third is 0.018 below
+    ("question-answering", "bert-qa", [{"question": "Where does John live?", "context": "John lives in Paris."}],
+     {"top_k": 2}),
     ("zero-shot-classification", "bert-nli", ["I love football"], {"labels": ["sports", "politics"]}),
 ]
 
