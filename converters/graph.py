@@ -27,6 +27,7 @@ from .backends import HOST, Backend
 from .bounds import Guard, check_extremes, check_values, clamp, extremes, host_source, host_value
 from .errors import ConverterError, DynamicShapeError, OpError, UnsupportedOpError
 from .ops import OpSpec, registered_versions, resolve
+from .ops.fused import FUSED_DOMAIN
 from .ops.registry import DEFAULT_DOMAIN, normalize_domain
 from .replay import StraightLine, straight_line
 from .values import attribute_value, is_host, sparse_to_numpy, tensor_to_numpy
@@ -118,14 +119,16 @@ class Program:
         return self._dead[1]
 
     def _matmul_weights(self) -> set[str]:
-        """Initializers that every reader takes as the right operand of a MatMul (a linear layer's weight)."""
+        """Initializers that every reader takes as the right operand of a MatMul or of a fused MatMulAdd (a linear
+        layer's weight)."""
         reads: dict[str, set[tuple[str, str, int]]] = collections.defaultdict(set)
         for step in self.steps:
             for i, name in enumerate(step.inputs):
                 reads[name].add((step.spec.domain, step.spec.op_type, i))
             for name in step.captures:
                 reads[name].add(("", "", -1))
-        return {n for n, r in reads.items() if r == {(DEFAULT_DOMAIN, "MatMul", 1)}}
+        linear = {(DEFAULT_DOMAIN, "MatMul", 1), (FUSED_DOMAIN, "MatMulAdd", 1)}
+        return {n for n, r in reads.items() if r and r <= linear}
 
     def _read_on_host_only(self) -> set[str]:
         """Initializers that every reader takes on the host: a static input (MatMulNBits' packed weights,

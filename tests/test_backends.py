@@ -302,3 +302,48 @@ def test_mlx_strided_conv_transpose_on_a_gpu_inserts_its_zeros(monkeypatch):
         result = run_case(case, "mlx")
         assert result.status == "pass", (case.name, result.message)
     assert len(dilated) >= len(names)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch is not installed")
+@pytest.mark.skipif(importlib.util.find_spec("onnxruntime") is None, reason="onnxruntime is not installed")
+def test_torch_linear_layers_run_on_onednn_blocked_weights():
+    """On an x86-64 CPU the torch backend blocks each float32 linear weight for oneDNN at load (a MatMul's, a fused
+    MatMulAdd's, MatMulNBits' dequantized one) and its products match onnxruntime at every row count; the
+    tensors the graph holds keep their (K, N) shape; ``TRANSMUTER_MLX_ONEDNN=off`` keeps torch's own matmul."""
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    from transmuter_mlx.converters.backends import torch as torch_backend
+
+    if not torch_backend._ONEDNN_LINEAR:
+        pytest.skip("no oneDNN linear here (not x86-64, or torch without mkldnn)")
+    import transmuter_mlx as tm
+
+    rng = np.random.default_rng(0)
+    k, n, out, block = 64, 96, 32, 32
+    codes = rng.integers(0, 256, (out, n // block, block // 2), dtype=np.uint8)
+    weights = [numpy_helper.from_array(rng.standard_normal((k, n)).astype(np.float32), "w1"),
+               numpy_helper.from_array(rng.standard_normal(n).astype(np.float32), "b1"),
+               numpy_helper.from_array(rng.standard_normal((n, n)).astype(np.float32), "w2"),
+               numpy_helper.from_array(codes, "q"),
+               numpy_helper.from_array(rng.uniform(0.01, 0.1, (out, n // block)).astype(np.float32), "s")]
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"]), helper.make_node("Add", ["h", "b1"], ["a"]),
+             helper.make_node("Relu", ["a"], ["r"]), helper.make_node("MatMul", ["r", "w2"], ["m"]),
+             helper.make_node("MatMulNBits", ["m", "q", "s"], ["y"], domain="com.microsoft", K=n, N=out, bits=4,
+                              block_size=block)]
+    graph = helper.make_graph(nodes, "linear", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["r", k])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["r", out])], weights)
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18), helper.make_opsetid("com.microsoft", 1)])
+    reference = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    model = tm.load(onnx.load_from_string(proto.SerializeToString()), backend="torch")
+    for rows in (1, 8, 37):
+        x = rng.standard_normal((rows, k)).astype(np.float32)
+        want = reference.run(None, {"x": x})[0]
+        got = model.backend.to_numpy(model({"x": x})["y"])
+        np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5 * np.abs(want).max())
+    assert len(model.backend._onednn) == 3  # w1 (MatMulAdd), w2 (MatMul), q's dequantized weight
+    assert sorted(tuple(model.program.initializers[name].shape) for name in ("w1", "w2")) == [(k, n), (n, n)]
+    done = run_python("from transmuter_mlx.converters.backends import torch as t; print(t._ONEDNN_LINEAR)",
+                      {**os.environ, "TRANSMUTER_MLX_ONEDNN": "off"})
+    assert done.stdout.split() == ["False"], done.stderr

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import functools
+import os
+import platform
 import weakref
 from collections.abc import Sequence
 from typing import Any
@@ -38,6 +40,13 @@ _NATIVE = {n: n for n in UNARY + BINARY} | {
     "greater": "gt", "greater_equal": "ge", "left_shift": "bitwise_left_shift",
     "right_shift": "bitwise_right_shift", "divide": "true_divide",
 }  # fmt: skip
+# oneDNN's linear on weights blocked at load (torch.compile's CPU path with freezing uses the same two ops);
+# the blocking is chosen for a few rows (decode steps) and serves any count. TRANSMUTER_MLX_ONEDNN=off keeps
+# torch's own matmul (MKL: PyTorch eager's summation order, bit for bit)
+_ONEDNN_LINEAR = (torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_reorder_linear_weight")
+                  and platform.machine().lower() in ("x86_64", "amd64")
+                  and os.environ.get("TRANSMUTER_MLX_ONEDNN", "").lower() not in ("0", "off", "false", "no"))
+_ROWS_HINT = 8
 _REDUCE = {"sum": "sum", "prod": "prod", "max": "amax", "min": "amin", "mean": "mean"}
 _SCATTER_REDUCE = {"mul": "prod", "max": "amax", "min": "amin"}
 
@@ -55,6 +64,8 @@ class TorchBackend:
         # 4-bit weights in torch's CPU int4 layout, made once per packed weight tensor (by its id, while
         # it lives: a tensor's == is element-wise, so it cannot be a dict key itself)
         self._int4: dict[int, tuple[torch.Tensor, torch.Tensor, int]] = {}
+        # float32 weights in oneDNN's blocked layout, by the id of the tensor ``matmul_weight`` returned (while it lives)
+        self._onednn: dict[int, torch.Tensor] = {}
 
     def compile(self, fn: Any) -> Any:
         # not torch.compile: it costs more than it saves on graphs replayed a few times. Inference
@@ -91,7 +102,12 @@ class TorchBackend:
         # the same at batch 1 and at a 128-token prompt). cuBLAS reads either layout alike.
         if self.device.type != "cpu":
             return self.asarray(w)
-        return self.asarray(transposed(w)).t()
+        held = self.asarray(w.T if w.T.flags.c_contiguous else transposed(w))  # (N, K) already: no copy
+        weight = held.t()
+        if held.dtype == torch.float32 and _ONEDNN_LINEAR:
+            self._onednn[id(weight)] = torch.ops.mkldnn._reorder_linear_weight(held, _ROWS_HINT)
+            weakref.finalize(weight, self._onednn.pop, id(weight), None)
+        return weight
 
     def host_view(self, x: Any) -> np.ndarray | None:
         if x.device.type != "cpu" or x.dtype == torch.bfloat16:
@@ -266,6 +282,12 @@ class TorchBackend:
         return out.reshape(x.shape)
 
     def matmul(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        packed = self._onednn.get(id(b)) if self._onednn else None
+        if packed is not None and a.dtype == torch.float32 and a.dim() >= 2:
+            # a linear layer's weight, blocked for oneDNN at load: its JIT kernels use the CPU's widest vectors
+            # whoever made it (MKL takes its AVX2 path on AMD: 2-3x slower at 8 rows and at 4096)
+            rows = torch.ops.mkldnn._linear_pointwise(a.reshape(-1, a.shape[-1]), packed, None, "none", [], "")
+            return rows.view(*a.shape[:-1], rows.shape[-1])
         if a.dim() > 2 and b.dim() == 2 and not a.is_contiguous():
             # rows of a strided view (the last position of each sequence): torch.matmul would broadcast b to a
             # batched product (2x the time at a 49k-word head); the rows as one matrix make a single GEMM
@@ -279,6 +301,9 @@ class TorchBackend:
         if x.device.type == "cpu" and x.dtype in (torch.float16, torch.bfloat16):
             return torch.matmul(x, weight) + bias  # the CPU's half addmm rounds differently from the product's
         rows = x.reshape(-1, x.shape[-1])
+        packed = self._onednn.get(id(weight)) if self._onednn else None
+        if packed is not None and x.dtype == torch.float32:
+            return torch.ops.mkldnn._linear_pointwise(rows, packed, bias, "none", [], "").view(*x.shape[:-1], -1)
         return torch.addmm(bias, rows, weight).view(*x.shape[:-1], weight.shape[-1])
 
     def packed_matmul_is_fast(self) -> bool:

@@ -92,7 +92,7 @@ def _nbits_plan(B, A_dtype, Bq, scales, zero_points, g_idx, K, N, bits, block_si
         dev = [B.asarray(words), B.asarray(scale_g.astype(A_dtype)), B.asarray(bias_g.astype(A_dtype))]
         return ("packed", *dev, group, k_blocks * block_size)
     # dense, or a layout the packed kernel lacks: dequantize once on the host to (N, K), which the matmul reads
-    # transposed (BLAS's own flag: no copy). In place, block by block: Qwen3-0.6B's 151936 x 1024 head took
+    # transposed (BLAS's own flag: no copy; ``B.matmul_weight`` of its transpose). In place, block by block: Qwen3-0.6B's 151936 x 1024 head took
     # 6-11 s and 2.5 GB above the codes with a transposed copy and temporaries; now ~1 s and the weight alone.
     if natural:
         w = codes.reshape(N, k_blocks, block_size).astype(F32)
@@ -102,7 +102,7 @@ def _nbits_plan(B, A_dtype, Bq, scales, zero_points, g_idx, K, N, bits, block_si
     else:
         idx = np.asarray(g_idx).reshape(-1)[:K]
         w = (codes[:, :K].astype(F32) - zp[:, idx]) * s[:, idx]
-    return ("dense", B.asarray(w.astype(A_dtype, copy=False)))
+    return ("dense", B.matmul_weight(w.astype(A_dtype, copy=False).T))  # (K, N): the layout of a linear layer's
 
 
 def _plan(B: Any, dt: np.dtype, Bq: Any, scales: Any, zero_points: Any, g_idx: Any, K: int, N: int, bits: int,
@@ -122,7 +122,7 @@ def _nbits_kernel(B: Any, A: Any, Bq: Any, scales: Any, zero_points: Any = None,
     plan = _plan(B, np.dtype(B.dtype(A)), Bq, scales, zero_points, g_idx, K, N, bits, block_size)
     if plan[0] != "dense":
         return None
-    weight = B.transpose(plan[1], (1, 0))
+    weight = plan[1]
 
     def kernel(A: Any, *rest: Any) -> Any:
         y = B.matmul(A, weight)
@@ -151,7 +151,7 @@ def matmul_nbits_1(
                 A = B.pad(A, [(0, 0)] * len(lead) + [(0, padded_k - K)], 0.0)
             y = B.quantized_matmul(A, words, scale_g, bias_g, group, bits)
         else:
-            y = B.matmul(A, B.transpose(plan[1], (1, 0)))
+            y = B.matmul(A, plan[1])
     return y if bias is None else B.add(y, bias)
 
 
