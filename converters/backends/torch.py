@@ -282,8 +282,8 @@ class TorchBackend:
         return out.reshape(x.shape)
 
     def matmul(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        packed = self._onednn.get(id(b)) if self._onednn else None
-        if packed is not None and a.dtype == torch.float32 and a.dim() >= 2:
+        packed = self._blocked(b, a)
+        if packed is not None and a.dim() >= 2:
             # a linear layer's weight, blocked for oneDNN at load: its JIT kernels use the CPU's widest vectors
             # whoever made it (MKL takes its AVX2 path on AMD: 2-3x slower at 8 rows and at 4096)
             rows = torch.ops.mkldnn._linear_pointwise(a.reshape(-1, a.shape[-1]), packed, None, "none", [], "")
@@ -294,6 +294,10 @@ class TorchBackend:
             return torch.matmul(a.reshape(-1, a.shape[-1]), b).view(*a.shape[:-1], b.shape[-1])
         return torch.matmul(a, b)
 
+    def _blocked(self, weight: torch.Tensor, x: torch.Tensor) -> torch.Tensor | None:
+        """oneDNN's blocked copy of a float32 linear weight (``matmul_weight``) for float32 rows ``x``, else None."""
+        return self._onednn.get(id(weight)) if self._onednn and x.dtype == torch.float32 else None
+
     def einsum(self, equation: str, *operands: torch.Tensor) -> torch.Tensor:
         return torch.einsum(equation, *operands)
 
@@ -301,8 +305,8 @@ class TorchBackend:
         if x.device.type == "cpu" and x.dtype in (torch.float16, torch.bfloat16):
             return torch.matmul(x, weight) + bias  # the CPU's half addmm rounds differently from the product's
         rows = x.reshape(-1, x.shape[-1])
-        packed = self._onednn.get(id(weight)) if self._onednn else None
-        if packed is not None and x.dtype == torch.float32:
+        packed = self._blocked(weight, x)
+        if packed is not None:
             return torch.ops.mkldnn._linear_pointwise(rows, packed, bias, "none", [], "").view(*x.shape[:-1], -1)
         return torch.addmm(bias, rows, weight).view(*x.shape[:-1], weight.shape[-1])
 
