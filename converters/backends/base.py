@@ -254,7 +254,8 @@ def unpack_quantized(w: np.ndarray, bits: int) -> np.ndarray:
 
 def transposed(w: np.ndarray, rows: int = 32, columns: int = 4096) -> np.ndarray:
     """Host helper: a C-contiguous copy of the 2-D ``w.T``, made a tile of ``rows`` x ``columns`` of ``w`` at a
-    time, so each tile is read and written in cache (``matmul_weight``'s layout at load).
+    time, so each tile is read and written in cache (``matmul_weight``'s layout at load); ``w.T`` itself, no copy,
+    where it is C-contiguous already (``w`` the transpose of a weight held (N, K), as MatMulNBits dequantizes it).
 
     numpy's own transposing copy walks one side with a stride of a whole row: a (1024, 3072) fp32 weight
     took 22 ms, torch's 6 ms, these tiles 2.3 ms here.
@@ -263,6 +264,8 @@ def transposed(w: np.ndarray, rows: int = 32, columns: int = 4096) -> np.ndarray
     >>> bool((transposed(w, rows=2, columns=3) == w.T).all()), transposed(w).flags.c_contiguous
     (True, True)
     """
+    if w.T.flags.c_contiguous:
+        return w.T
     k, n = w.shape
     out = np.empty((n, k), w.dtype)
     for j in range(0, n, columns):

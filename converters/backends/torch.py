@@ -102,7 +102,7 @@ class TorchBackend:
         # the same at batch 1 and at a 128-token prompt). cuBLAS reads either layout alike.
         if self.device.type != "cpu":
             return self.asarray(w)
-        held = self.asarray(w.T if w.T.flags.c_contiguous else transposed(w))  # (N, K) already: no copy
+        held = self.asarray(transposed(w))
         weight = held.t()
         if held.dtype == torch.float32 and _ONEDNN_LINEAR:
             self._onednn[id(weight)] = torch.ops.mkldnn._reorder_linear_weight(held, _ROWS_HINT)
@@ -286,8 +286,7 @@ class TorchBackend:
         if packed is not None and a.dim() >= 2:
             # a linear layer's weight, blocked for oneDNN at load: its JIT kernels use the CPU's widest vectors
             # whoever made it (MKL takes its AVX2 path on AMD: 2-3x slower at 8 rows and at 4096)
-            rows = torch.ops.mkldnn._linear_pointwise(a.reshape(-1, a.shape[-1]), packed, None, "none", [], "")
-            return rows.view(*a.shape[:-1], rows.shape[-1])
+            return _onednn_linear(a, packed, None)
         if a.dim() > 2 and b.dim() == 2 and not a.is_contiguous():
             # rows of a strided view (the last position of each sequence): torch.matmul would broadcast b to a
             # batched product (2x the time at a 49k-word head); the rows as one matrix make a single GEMM
@@ -304,10 +303,10 @@ class TorchBackend:
     def linear(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
         if x.device.type == "cpu" and x.dtype in (torch.float16, torch.bfloat16):
             return torch.matmul(x, weight) + bias  # the CPU's half addmm rounds differently from the product's
-        rows = x.reshape(-1, x.shape[-1])
         packed = self._blocked(weight, x)
         if packed is not None:
-            return torch.ops.mkldnn._linear_pointwise(rows, packed, bias, "none", [], "").view(*x.shape[:-1], -1)
+            return _onednn_linear(x, packed, bias)
+        rows = x.reshape(-1, x.shape[-1])
         return torch.addmm(bias, rows, weight).view(*x.shape[:-1], weight.shape[-1])
 
     def packed_matmul_is_fast(self) -> bool:
@@ -500,3 +499,9 @@ def _int4_for_cpu(
     zeros = biases + 8 * scales
     packed = torch._convert_weight_to_int4pack_for_cpu(codes.contiguous(), 1)
     return packed, torch.stack([scales.T, zeros.T], -1).contiguous(), n
+
+
+def _onednn_linear(x: torch.Tensor, blocked: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """``x @ weight (+ bias)`` over x's rows as one matrix, the weight blocked for oneDNN (``matmul_weight``)."""
+    rows = torch.ops.mkldnn._linear_pointwise(x.reshape(-1, x.shape[-1]), blocked, bias, "none", [], "")
+    return rows.view(*x.shape[:-1], rows.shape[-1])

@@ -92,8 +92,9 @@ def _nbits_plan(B, A_dtype, Bq, scales, zero_points, g_idx, K, N, bits, block_si
         dev = [B.asarray(words), B.asarray(scale_g.astype(A_dtype)), B.asarray(bias_g.astype(A_dtype))]
         return ("packed", *dev, group, k_blocks * block_size)
     # dense, or a layout the packed kernel lacks: dequantize once on the host to (N, K), which the matmul reads
-    # transposed (BLAS's own flag: no copy; ``B.matmul_weight`` of its transpose). In place, block by block: Qwen3-0.6B's 151936 x 1024 head took
-    # 6-11 s and 2.5 GB above the codes with a transposed copy and temporaries; now ~1 s and the weight alone.
+    # transposed (BLAS's own flag: no copy; ``B.matmul_weight`` of its transpose). In place, block by block:
+    # Qwen3-0.6B's 151936 x 1024 head took 6-11 s and 2.5 GB above the codes with a transposed copy and
+    # temporaries; now ~1 s and the weight alone.
     if natural:
         w = codes.reshape(N, k_blocks, block_size).astype(F32)
         w -= zp[:, :, None]
