@@ -74,6 +74,9 @@ class Program:
         # device copies of values that depend on no input (weights, folded weights), shared by
         # every signature so that weights exist once on the device
         self.device_constants: dict[tuple[str, str], Any] = {}
+        # initializers whose host value is a zero-strided stand-in of their shape: only their device copy holds the
+        # values (a backend's own layout of a linear layer's weight, ``B.matmul_weight``)
+        self.device_only: set[str] = set()
         self.parent: Program | None = None  # the program of the node whose subgraph this is
 
     def _step(self, index: int, node: onnx.NodeProto) -> Step:
@@ -105,11 +108,13 @@ class Program:
             if key not in self.device_constants:
                 # a linear layer's weight in the layout the backend's matmul reads fastest (``B.matmul_weight``)
                 matrix = name in weights and value.ndim == 2 and value.dtype.kind == "f"
-                self.device_constants[key] = B.matmul_weight(value) if matrix else _to_device(value, B)
+                self.device_constants[key] = B.matmul_weight(value, only_matmul=True) if matrix else _to_device(value, B)
             device = self.device_constants[key]
             view = B.host_view(device)
             if view is not None and view.dtype == value.dtype and view.shape == value.shape:
                 self.initializers[name] = view
+                if not any(view.strides):  # a stand-in: the device holds the values alone (``host_value``)
+                    self.device_only.add(name)
 
     def dead_after(self) -> list[list[str]]:
         """For each step, the values read (or made) for the last time there, graph outputs excepted."""
@@ -148,6 +153,14 @@ class Program:
             child.parent = self
             self._subprograms[key] = child
         return self._subprograms[key]
+
+    def host_value(self, name: str, value: Any, B: Backend) -> Any:
+        """``value``, the value of ``name`` in a run, as numpy for a step computed on the host: the device copy's
+        values where the host one is a stand-in (``device_only``), else ``value`` itself."""
+        owner = self.constant_owner(name, value)
+        if owner is None or name not in owner.device_only:
+            return value
+        return B.to_numpy(owner.device_constants[(name, B.name)])
 
     def constant_owner(self, name: str, value: Any) -> Program | None:
         """The program, this one or an enclosing one, whose initializer ``name`` is ``value`` (a subgraph
@@ -352,7 +365,7 @@ class Interpreter:
                     a = self.backend.to_numpy(a)
                 out.append(np.asarray(a))
             elif B.is_host:
-                out.append(_to_host(a, self.backend))
+                out.append(_to_host(self.program.host_value(step.inputs[i], a, self.backend), self.backend))
             elif (owner := self.program.constant_owner(step.inputs[i], a)) is not None:
                 out.append(_device_weight(owner, step.inputs[i], a, B))
             else:

@@ -12,6 +12,7 @@ import pytest
 
 import transmuter_mlx as tm
 from tests.fixtures import TINY_BERT, build
+from transmuter_mlx.converters.backends.torch import _ONEDNN_LINEAR
 
 ort = pytest.importorskip("onnxruntime")
 
@@ -33,9 +34,16 @@ def test_host_weights_are_views_of_the_device_copies(backend):
     large = _large(model)
     assert large, "the fixture has weights of 1024 values or more"
     B = model.backend
+    proto = onnx.load(str(path))
     for name, host in large.items():
         device = model.program.device_constants[(name, B.name)]
         assert not host.flags.owndata and np.shares_memory(host, B.host_view(device)), name
+        if name in model.program.device_only:  # the device's own layout alone: a zero-strided stand-in on the host
+            assert not any(host.strides)
+            want = onnx.numpy_helper.to_array(next(t for t in proto.graph.initializer if t.name == name))
+            np.testing.assert_array_equal(B.to_numpy(device), want)
+    # torch on x86-64 holds its linear layers' weights blocked for oneDNN alone, the rest as views
+    assert bool(model.program.device_only) == (backend == "torch" and _ONEDNN_LINEAR)
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     for feeds in (_feeds(2, 7), _feeds(3, 5)):  # a second signature reads the same device weights
         got = B.to_numpy(model(feeds)["last_hidden_state"])
@@ -87,8 +95,9 @@ def test_a_subgraph_reads_its_outer_graphs_weights_without_copying_them(backend,
 @pytest.mark.parametrize("backend", ["mlx", "torch"])
 def test_a_linear_weight_is_held_transposed(backend):
     """A weight that only MatMuls read as their right operand is held (N, K) and read transposed (``B.matmul_weight``,
-    as nn.Linear and mlx-lm hold theirs); one that another op also reads keeps its own layout. The host value is still
-    a view of the one device copy, and the outputs are onnxruntime's."""
+    as nn.Linear and mlx-lm hold theirs), or blocked for oneDNN alone (torch on x86-64: the host value a zero-strided
+    stand-in); one that another op also reads keeps its own layout. The host value is still a view of the one device
+    copy, and the outputs are onnxruntime's."""
     h = onnx.helper
     rng = np.random.default_rng(0)
     w, e = rng.standard_normal((64, 96)).astype(np.float32), rng.standard_normal((64, 32)).astype(np.float32)
@@ -106,12 +115,40 @@ def test_a_linear_weight_is_held_transposed(backend):
         view = B.host_view(model.program.device_constants[(name, B.name)])
         assert view.shape == host.shape and np.shares_memory(view, model.program.initializers[name])
         strides[name] = view.strides
-    assert strides == {"W": (4, 4 * 64), "E": (4 * 32, 4)}  # W held (96, 64); E, which Relu reads too, as it is
+    blocked = backend == "torch" and _ONEDNN_LINEAR
+    # W held (96, 64), or blocked; E, which Relu reads too, as it is
+    assert strides == {"W": (0, 0) if blocked else (4, 4 * 64), "E": (4 * 32, 4)}
+    np.testing.assert_array_equal(B.to_numpy(model.program.device_constants[("W", B.name)]), w)
     feeds = {"x": rng.standard_normal((2, 3, 64)).astype(np.float32)}
     ref = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
     for _ in range(2):
         for r, got in zip(ref, model(feeds).values()):
             np.testing.assert_allclose(B.to_numpy(got), r, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("backend", ["mlx", "torch"])
+def test_a_product_computed_on_the_host_reads_a_device_only_weight(backend):
+    """A linear layer's weight held on the device alone (oneDNN's layout on torch) still serves a product the
+    planning walk computes on the host (its left operand a constant too) and a vector's product; onnxruntime's
+    outputs."""
+    h = onnx.helper
+    rng = np.random.default_rng(1)
+    w, c = rng.standard_normal((64, 48)).astype(np.float32), rng.standard_normal((5, 64)).astype(np.float32)
+    graph = h.make_graph(
+        [h.make_node("MatMul", ["C", "W"], ["cw"]), h.make_node("MatMul", ["x", "W"], ["xw"]),
+         h.make_node("Add", ["xw", "cw"], ["y"]), h.make_node("MatMul", ["v", "W"], ["vw"])],
+        "g", [h.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [None, 5, 64]),
+              h.make_tensor_value_info("v", onnx.TensorProto.FLOAT, [64])],
+        [h.make_tensor_value_info(n, onnx.TensorProto.FLOAT, None) for n in ("y", "vw")],
+        [onnx.numpy_helper.from_array(w, "W"), onnx.numpy_helper.from_array(c, "C")])
+    proto = h.make_model(graph, opset_imports=[h.make_opsetid("", 18)])
+    model = tm.load(proto, backend=backend)
+    assert ("W" in model.program.device_only) == (backend == "torch" and _ONEDNN_LINEAR)
+    feeds = {"x": rng.standard_normal((2, 5, 64)).astype(np.float32), "v": rng.standard_normal(64).astype(np.float32)}
+    ref = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    for _ in range(2):  # the planning walk, then the replay
+        for r, got in zip(ref, model(feeds).values()):
+            np.testing.assert_allclose(model.backend.to_numpy(got), r, rtol=1e-5, atol=1e-4)
 
 
 def test_embedded_weights_are_read_apart_before_the_check(monkeypatch):
@@ -208,9 +245,11 @@ def test_external_weights_are_mapped_from_their_file_and_copied_once(backend, tm
     assert {w.base.filename for w in weights.values()} == {str((tmp_path / "model.onnx_data").resolve())}
     model = tm.load(str(path), backend=backend)
     B = model.backend
-    for name in weights:  # the host value is a view of the device copy now, not of the file
+    for name, mapped in weights.items():  # the host value is a view of the device copy now, not of the file
         host = model.program.initializers[name]
         assert np.shares_memory(host, B.host_view(model.program.device_constants[(name, B.name)])), name
+        if name in model.program.device_only:  # a stand-in: the values are the device's (oneDNN's layout)
+            np.testing.assert_array_equal(B.to_numpy(model.program.device_constants[(name, B.name)]), mapped)
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     feeds = _feeds()
     np.testing.assert_allclose(B.to_numpy(model(feeds)["last_hidden_state"]),

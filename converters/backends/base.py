@@ -50,9 +50,11 @@ class Backend(Protocol):
         """A numpy array that shares ``x``'s memory, or None where the device memory is not the host's."""
         ...
 
-    def matmul_weight(self, w: np.ndarray) -> Array:
+    def matmul_weight(self, w: np.ndarray, only_matmul: bool = False) -> Array:
         """The 2-D weight ``w`` (K, N), read only as the right operand of matmuls, as a device array of that shape in
-        the memory layout those matmuls read fastest."""
+        the memory layout those matmuls read fastest. ``only_matmul``: nothing but this backend's ``matmul`` and
+        ``linear`` reads the result, so a backend with a layout of its own may hold that alone: the result is
+        then a stand-in whose ``host_view`` has zero strides, and ``to_numpy`` rebuilds its values."""
         ...
     def is_array(self, x: Any) -> bool: ...
     def shape(self, x: Array) -> tuple[int, ...]: ...

@@ -101,7 +101,7 @@ class MlxBackend:
             return np.asarray(x.view(mx.uint16)).view(_BF16)
         return np.asarray(x)
 
-    def matmul_weight(self, w: np.ndarray) -> mx.array:
+    def matmul_weight(self, w: np.ndarray, only_matmul: bool = False) -> mx.array:
         # held (N, K) and read transposed, as mlx-lm's Linear holds its weight (x @ W.T): on the CPU's BLAS a
         # decode step of a few rows streams each weight once (SmolLM2-135M's layers: 8% faster at batch 1,
         # 17% at batch 8, the same at a 128-token prompt)

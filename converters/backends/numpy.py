@@ -43,7 +43,7 @@ class NumpyBackend:
     def asarray(self, x: Any, dtype: Any = None) -> np.ndarray:
         return np.asarray(x, dtype=dtype)
 
-    def matmul_weight(self, w: np.ndarray) -> np.ndarray:
+    def matmul_weight(self, w: np.ndarray, only_matmul: bool = False) -> np.ndarray:
         return np.asarray(w)
 
     def to_numpy(self, x: Any) -> np.ndarray:

@@ -103,7 +103,8 @@ def _nbits_plan(B, A_dtype, Bq, scales, zero_points, g_idx, K, N, bits, block_si
     else:
         idx = np.asarray(g_idx).reshape(-1)[:K]
         w = (codes[:, :K].astype(F32) - zp[:, idx]) * s[:, idx]
-    return ("dense", B.matmul_weight(w.astype(A_dtype, copy=False).T))  # (K, N): the layout of a linear layer's
+    # (K, N), a linear layer's weight, which only ``B.matmul`` reads
+    return ("dense", B.matmul_weight(w.astype(A_dtype, copy=False).T, only_matmul=True))
 
 
 def _plan(B: Any, dt: np.dtype, Bq: Any, scales: Any, zero_points: Any, g_idx: Any, K: int, N: int, bits: int,
