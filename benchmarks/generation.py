@@ -201,10 +201,12 @@ def genai_run(folder: Path, ids: list[list[int]], long_ids: list[int], batch: in
     return {**json.loads(lines[-2]), **json.loads(lines[-1]), "process_s": time.perf_counter() - t0}
 
 
-# the last line a worker prints: its process's peak resident memory (ru_maxrss is KiB on Linux, bytes on macOS)
-PEAK_RSS_LINE = """
-import json as _j, resource as _r, sys as _s
-print(_j.dumps({"peak_rss_mb": _r.getrusage(_r.RUSAGE_SELF).ru_maxrss / (2**20 if _s.platform == "darwin" else 2**10)}))
+# the last line a worker of the genai venv prints: its process's peak resident memory (``_report.peak_rss_mb``)
+PEAK_RSS_LINE = f"""
+import json as _j, sys as _s
+_s.path.insert(0, {str(Path(__file__).resolve().parent)!r})
+from _report import peak_rss_mb as _peak
+print(_j.dumps({{"peak_rss_mb": _peak()}}))
 """
 
 
