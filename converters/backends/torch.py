@@ -68,7 +68,8 @@ class TorchBackend:
         self._onednn: dict[int, torch.Tensor] = {}
 
     def compile(self, fn: Any) -> Any:
-        # not torch.compile: it costs more than it saves on graphs replayed a few times. Inference
+        # not torch.compile: 1.01-1.04x on BGE-base at 11-13 s a shape, and it cannot trace the oneDNN path, which
+        # alone gives 1.63x (docs/performance.md, "2026-12-05, evening"). Inference
         # mode skips autograd's bookkeeping of every op (a decode step runs ~9% faster).
         @functools.wraps(fn)
         def replay(*arrays: Any) -> Any:
