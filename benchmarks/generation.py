@@ -2,7 +2,9 @@
 
 Engines, side by side: our text-generation pipeline behind ``tm.Serving`` (mlx and torch backends) on
 the ``qwen2-genai`` fixture's int4 export (``onnx/model_q4.onnx``, GroupQueryAttention, the task's
-default q4 variant) and on the ``qwen2`` fixture's optimum fp32 export (``position_ids``); onnxruntime-genai
+default q4 variant) and on the ``qwen2`` fixture's optimum fp32 export (``position_ids``) and its q8
+(``quantize_dynamic``: MatMulInteger) and q4 (MatMulNBits, block 32) quantizations as transformers.js's repositories
+have them (``mlx:q8``, ``mlx:q4-optimum``, ...); onnxruntime-genai
 on the same int4 folder (run through ``.cache/venv-genai/bin/python``); transformers ``generate`` on the
 PyTorch weights of the same checkpoint. Every prompt is 16 tokens long, and every request makes exactly 128
 tokens (``min_new_tokens``), so all engines do the same work. A throughput cell is the total new tokens per
@@ -49,12 +51,17 @@ from benchmarks._report import peak_rss_mb, weights_mb  # noqa: E402
 
 GENAI_PYTHON = ROOT / ".cache" / "venv-genai" / "bin" / "python"
 TTFT_RUNS = 7  # a 128-token prompt takes ~0.15 s: the VM's noise needs more than 3 of them
-ENGINES = ("mlx:q4", "torch:q4", "mlx:fp32", "torch:fp32", "genai", "transformers")
+ENGINES = ("mlx:q4", "torch:q4", "mlx:fp32", "torch:fp32", "mlx:q8", "torch:q8", "mlx:q4-optimum", "torch:q4-optimum",
+           "genai", "transformers")
 LABELS = {
     "mlx:q4": "ours: mlx, int4 genai export",
     "torch:q4": "ours: torch, int4 genai export",
     "mlx:fp32": "ours: mlx, fp32 optimum export",
     "torch:fp32": "ours: torch, fp32 optimum export",
+    "mlx:q8": "ours: mlx, q8 of the optimum export (quantize_dynamic)",
+    "torch:q8": "ours: torch, q8 of the optimum export (quantize_dynamic)",
+    "mlx:q4-optimum": "ours: mlx, q4 of the optimum export (MatMulNBits)",
+    "torch:q4-optimum": "ours: torch, q4 of the optimum export (MatMulNBits)",
     "genai": "onnxruntime-genai, int4",
     "transformers": "transformers generate, fp32 PyTorch",
 }
@@ -93,19 +100,27 @@ print(json.dumps({"times": [round_() for _ in range(runs)], **latency}))
 """
 
 
+# an engine's kind -> the folder it reads ("genai" or "optimum") and the ONNX variant it loads there
+KINDS = {"q4": ("genai", "q4"), "fp32": ("optimum", "fp32"), "q8": ("optimum", "q8"), "q4-optimum": ("optimum", "q4")}
+VARIANT_FILES = {"q4": "onnx/model_q4.onnx", "fp32": "onnx/model.onnx", "q8": "onnx/model_quantized.onnx"}
+
+
 def fixtures(shape: str) -> dict[str, Path]:
-    """The int4 genai folder and the fp32 optimum folder of the same checkpoint: the tiny qwen2 fixtures, or
-    a real shape of benchmarks/llm_shapes.py."""
+    """The int4 genai folder and the optimum folder (fp32, with its q8 and q4 quantizations, as transformers.js's
+    repositories have them) of the same checkpoint: the tiny qwen2 fixtures, or a real shape of
+    benchmarks/llm_shapes.py."""
     import dataclasses
 
-    from tests.fixtures.generation_models import build
+    from tests.fixtures.generation_models import SPECS, build
 
+    quantized = ("q8", "q4")
     if shape == "tiny":
-        return {"q4": build("qwen2-genai"), "fp32": build("qwen2")}
+        return {"genai": build("qwen2-genai"), "optimum": build(dataclasses.replace(SPECS["qwen2"], quantize=quantized))}
     from benchmarks.llm_shapes import SHAPES
 
     spec = SHAPES[shape]
-    return {"q4": build(spec), "fp32": build(dataclasses.replace(spec, name=spec.family, layout="optimum"))}
+    optimum = dataclasses.replace(spec, name=spec.family, layout="optimum", quantize=quantized)
+    return {"genai": build(spec), "optimum": build(optimum)}
 
 
 def describe(shape: str) -> str:
@@ -136,9 +151,9 @@ def prompts(folder: Path, count: int, length: int, seed: int = 0) -> tuple[list[
     return texts, ids
 
 
-def ours(backend: str, folder: Path, texts: list[str], batch: int, new: int) -> Callable[[], float]:
+def ours(backend: str, folder: Path, variant: str, texts: list[str], batch: int, new: int) -> Callable[[], float]:
     """A started Serving over the pipeline; one round is the 16 requests from 16 threads at once."""
-    pipe = tm.text.generation(str(folder), backend=backend, compile={"batch_size": batch},
+    pipe = tm.text.generation(str(folder), backend=backend, variant=variant, compile={"batch_size": batch},
                               max_new_tokens=new, min_new_tokens=new, do_sample=False)
     serving = tm.Serving(pipe, batch_timeout_ms=10)
     outputs: list[int] = []
@@ -210,21 +225,19 @@ print(_j.dumps({{"peak_rss_mb": _peak()}}))
 """
 
 
-WEIGHTS = {"q4": "onnx/model_q4.onnx", "fp32": "onnx/model.onnx"}
-
-
 def engine_weights_mb(engine: str, folders: dict[str, Path]) -> float:
     """The size of the weight files an engine reads (an ONNX file and its external data; the safetensors)."""
     if engine == "transformers":
-        return weights_mb(safetensors_in=folders["q4"])
-    kind = "q4" if engine == "genai" else engine.split(":")[1]
-    return weights_mb(folders[kind] / WEIGHTS[kind])
+        return weights_mb(safetensors_in=folders["genai"])
+    folder, variant = KINDS["q4" if engine == "genai" else engine.split(":")[1]]
+    return weights_mb(folders[folder] / VARIANT_FILES[variant])
 
 
-def ours_latency(backend: str, folder: Path, texts: list[str], long_text: str) -> dict:
+def ours_latency(backend: str, folder: Path, variant: str, texts: list[str], long_text: str) -> dict:
     """Load, first call (2 new tokens) and time to first token of the long prompt, at batch 1."""
     t0 = time.perf_counter()
-    pipe = tm.text.generation(str(folder), backend=backend, max_new_tokens=2, min_new_tokens=2, do_sample=False)
+    pipe = tm.text.generation(str(folder), backend=backend, variant=variant, max_new_tokens=2, min_new_tokens=2,
+                              do_sample=False)
     load = time.perf_counter() - t0
     t0 = time.perf_counter()
     pipe(texts[0])
@@ -265,18 +278,19 @@ def worker(engine: str, a: argparse.Namespace) -> dict:
     data = inputs(a)
     new, total = a.new_tokens, a.requests * a.new_tokens
     if engine == "transformers":
-        out = transformers_latency(data["folders"]["q4"], data["ids"], data["long_ids"])
+        out = transformers_latency(data["folders"]["genai"], data["ids"], data["long_ids"])
     else:
         backend, kind = engine.split(":")
-        out = ours_latency(backend, data["folders"][kind], data["texts"], data["long_text"])
+        folder, variant = KINDS[kind]
+        out = ours_latency(backend, data["folders"][folder], variant, data["texts"], data["long_text"])
     out["batches"] = {}
     for batch in a.batch_list:
         try:
             t0 = time.perf_counter()
             if engine == "transformers":
-                round_ = transformers_rounds(data["folders"]["q4"], data["ids"], batch, new)
+                round_ = transformers_rounds(data["folders"]["genai"], data["ids"], batch, new)
             else:
-                round_ = ours(backend, data["folders"][kind], data["texts"], batch, new)
+                round_ = ours(backend, data["folders"][folder], variant, data["texts"], batch, new)
             round_()
             warmup = time.perf_counter() - t0
             seconds = statistics.median(round_() for _ in range(a.runs))
@@ -302,7 +316,7 @@ def measure(engine: str, a: argparse.Namespace, data: dict) -> dict:
         if engine == "genai":
             out: dict = {"batches": {}}
             for batch in a.batch_list:
-                run = genai_run(data["folders"]["q4"], data["ids"], data["long_ids"], batch, a.new_tokens, a.runs)
+                run = genai_run(data["folders"]["genai"], data["ids"], data["long_ids"], batch, a.new_tokens, a.runs)
                 seconds = statistics.median(run.pop("times"))
                 out["batches"][str(batch)] = {"tokens_per_s": a.requests * a.new_tokens / seconds, "seconds": seconds}
                 out["peak_rss_mb"] = max(out.get("peak_rss_mb", 0), run.pop("peak_rss_mb"))
@@ -370,8 +384,8 @@ def table(results: dict, batches: list[int], a: argparse.Namespace) -> str:
 def inputs(a: argparse.Namespace) -> dict:
     """The fixture folders, the prompts (texts and ids) and the long prompt of the time-to-first-token cells."""
     folders = fixtures(a.shape)
-    texts, ids = prompts(folders["q4"], a.requests, a.prompt_tokens)
-    (long_text,), (long_ids,) = prompts(folders["q4"], 1, a.prefill_tokens, seed=1)
+    texts, ids = prompts(folders["genai"], a.requests, a.prompt_tokens)
+    (long_text,), (long_ids,) = prompts(folders["genai"], 1, a.prefill_tokens, seed=1)
     return {"folders": folders, "texts": texts, "ids": ids, "long_text": long_text, "long_ids": long_ids}
 
 
