@@ -26,6 +26,9 @@ backends have one kernel for each (``B.gelu``, ``B.sdpa``). ``fuse`` finds these
   ``B.rotate_half_embedding`` when the slices are the two halves of the last axis (their bounds are often
   computed from shapes, so this is checked at run time) and the chain otherwise: two ops for seven, for the
   query and the key of every layer.
+- Integer linear layers (onnxruntime's ``quantize_dynamic``, transformers.js's q8 files): ``MatMulInteger(x, W)`` by a
+  2-D initializer weight -> ``ai.transmuter::IntegerLinear``, the same exact int32 product with the weight's
+  float32 chunks made once instead of at every call.
 - SiLU (Llama-style MLPs): ``Mul(x, Sigmoid(x))`` -> ``ai.transmuter::Silu``, which runs ``B.silu`` (torch's
   ``silu``: one pass for two, and torch's CPU sigmoid alone is slower than its silu).
 
@@ -354,6 +357,17 @@ def _match_linear(ix: _Index, i: int) -> _Match | None:
                                             domain=FUSED_DOMAIN))
 
 
+def _match_integer_linear(ix: _Index, i: int) -> _Match | None:
+    """``MatMulInteger(x, W)`` by a 2-D initializer weight (and an initializer zero point, or none)."""
+    node = ix.nodes[i]
+    weight = ix.initializer(node.input[1])
+    w_zero_point = node.input[3] if len(node.input) > 3 and node.input[3] else ""
+    if weight is None or len(weight.dims) != 2 or (w_zero_point and ix.initializer(w_zero_point) is None):
+        return None
+    return _Match([i], helper.make_node("IntegerLinear", list(node.input), list(node.output), node.name,
+                                        domain=FUSED_DOMAIN))
+
+
 def _attr(node: onnx.NodeProto, name: str, default: object = None) -> object:
     return next((helper.get_attribute_value(a) for a in node.attribute if a.name == name), default)
 
@@ -464,6 +478,7 @@ _PATTERNS = (
     ("Sigmoid", _match_silu, FUSED_DOMAIN),
     ("Softmax", _match_attention, FUSED_DOMAIN),
     ("MatMul", _match_linear, FUSED_DOMAIN),
+    ("MatMulInteger", _match_integer_linear, FUSED_DOMAIN),
     ("ReduceMean", _match_rms_norm, FUSED_DOMAIN),
     ("Neg", _match_rotate_half, FUSED_DOMAIN),
 )

@@ -23,7 +23,8 @@ ort = pytest.importorskip("onnxruntime")
 
 BACKENDS = ("mlx", "torch")
 FUSED = {"Gelu": "com.microsoft", "ScaledDotProductAttention": "ai.transmuter", "MatMulAdd": "ai.transmuter",
-         "RMSNorm": "ai.transmuter", "RotateHalfEmbedding": "ai.transmuter", "Silu": "ai.transmuter"}
+         "RMSNorm": "ai.transmuter", "RotateHalfEmbedding": "ai.transmuter", "Silu": "ai.transmuter",
+         "IntegerLinear": "ai.transmuter"}
 rng = np.random.default_rng(0)
 SQRT2 = math.sqrt(2)
 
@@ -278,6 +279,46 @@ def test_linear_not_fused(case):
     proto, feeds = linear_model((3, 6), bias_shape=(1, 5) if case == "bias 2-D" else None,
                                 extra_reader=case == "extra reader")
     check(proto, feeds, [])
+
+
+# -- integer linear layers (quantize_dynamic) ------------------------------------------------------
+
+
+def integer_linear_model(k: int, zero_point: str, rows: tuple[int, ...]):
+    """onnxruntime's ``quantize_dynamic`` layer: DynamicQuantizeLinear(x) -> MatMulInteger by a uint8 initializer
+    weight with a zero point (one, one a column, or none), the int32 product as the output."""
+    n = 7
+    w = rng.integers(0, 256, (k, n), dtype=np.uint8)
+    inits = [numpy_helper.from_array(w, "w")]
+    inputs = ["xq", "w", "x_zp"]
+    if zero_point != "none":
+        zp = rng.integers(0, 256, (n,) if zero_point == "per column" else (), dtype=np.uint8)
+        inits.append(numpy_helper.from_array(zp, "w_zp"))
+        inputs.append("w_zp")
+    nodes = [oh.make_node("DynamicQuantizeLinear", ["x"], ["xq", "x_scale", "x_zp"]),
+             oh.make_node("MatMulInteger", inputs, ["y"], name="proj/MatMul_quant")]
+    feeds = {"x": rng.standard_normal((*rows, k)).astype(np.float32) * 3}
+    graph = oh.make_graph(nodes, "g", [oh.make_tensor_value_info("x", TensorProto.FLOAT, feeds["x"].shape)],
+                          [oh.make_tensor_value_info("y", TensorProto.INT32, None)], inits)
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)]), feeds
+
+
+@pytest.mark.parametrize("k", [200, 256, 600, 1536])  # one chunk of 256 terms, exactly one, several with a short last
+@pytest.mark.parametrize("zero_point", ["scalar", "per column", "none"])
+@pytest.mark.parametrize("rows", [(1,), (2, 5)])
+def test_integer_linear_fused_and_exact(k, zero_point, rows):
+    """The fused layer's int32 products equal onnxruntime's exactly (sums of up to 1536 products of 255 x 255 pass
+    2**24, where float32 stops holding integers: the chunks keep each float sum below it)."""
+    proto, feeds = integer_linear_model(k, zero_point, rows)
+    check(proto, feeds, ["IntegerLinear"], tol=0)
+
+
+def test_integer_linear_not_fused_with_a_fed_weight():
+    proto, feeds = integer_linear_model(300, "scalar", (3,))
+    w = onnx.numpy_helper.to_array(proto.graph.initializer[0])
+    del proto.graph.initializer[0]
+    proto.graph.input.append(oh.make_tensor_value_info("w", TensorProto.UINT8, w.shape))
+    check(proto, {**feeds, "w": w}, [], tol=0)
 
 
 # -- RMSNorm ---------------------------------------------------------------------------------------
