@@ -16,6 +16,7 @@ traces. When a node needs a device value on the host (a data-dependent shape, ``
 from __future__ import annotations
 
 import collections
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -648,6 +649,10 @@ class Executable:
         self.host_outputs = {n: self._first_outputs[n] for n in names if n not in device}
         self.device_output_names = [n for n in names if n in device]
         self._drop_unread(guarded)
+        self.constant_names: list[str] = []
+        self.constant_values: list[Any] = []
+        if B.traces:
+            self._lift_scalar_constants()
         # each device value is dropped after its last reader, so an eager replay (torch) frees activations as
         # PyTorch eager does instead of holding every one of them to the end (MiniLM 32x128: 1.9 GB peak)
         uses = [((*(n for n, _ in plan), *step.captures), step.outputs) for step, plan in self.steps]
@@ -669,6 +674,23 @@ class Executable:
         self.steps = [self.steps[i] for i in live]
         self._trace_positions = [self._trace_positions[i] for i in live]
 
+    def _lift_scalar_constants(self) -> None:
+        """Make the steps' one-element device constants arguments of the replay (``constant_names``, fed
+        ``constant_values``). ``mx.compile`` writes the value of a captured one-element array into the source of
+        each fused kernel that reads it, so every layer's own scale got a kernel of its own, built with the system
+        C++ compiler on a CPU and compiled anew on a GPU: SmolLM2-135M's q8 export made 484 kernels, 93 s of its
+        first call on a cold cache (``/tmp/mlx``)."""
+        lifted: dict[int, str] = {}
+        for _, plan in self.steps:
+            for i, (name, value) in enumerate(plan):
+                if name or is_host(value) or isinstance(value, list) or math.prod(self.backend.shape(value)) != 1:
+                    continue
+                if id(value) not in lifted:
+                    lifted[id(value)] = f"\0constant{len(lifted)}"  # no ONNX value has this name
+                    self.constant_names.append(lifted[id(value)])
+                    self.constant_values.append(value)
+                plan[i] = (lifted[id(value)], None)
+
     def _replay(self, *arrays: Any) -> tuple[Any, ...]:
         """The device outputs, then the extremes of each index checked on the device."""
         if self._write_code:
@@ -687,7 +709,7 @@ class Executable:
 
     def _walk(self, *arrays: Any) -> tuple[Any, ...]:
         """``_replay`` as a loop over the steps, each op called through ``call_op`` and its errors labelled."""
-        env = dict(zip(self.feed_names, arrays))
+        env = dict(zip(self.feed_names + self.constant_names, arrays))
         B = self.backend
         found = []
         for index, ((step, plan), position) in enumerate(zip(self.steps, self._trace_positions)):
@@ -735,7 +757,7 @@ class Executable:
         if self._trace_on_reuse:  # a second call: the shape recurs, so a trace pays for itself
             self._trace_on_reuse = self._write_code = False  # a trace walks the steps once
             self.replay, self.compiled, self.traced = self.backend.compile(self._replay), True, True
-        outs = self.replay(*(feeds[n] for n in self.feed_names))
+        outs = self.replay(*(feeds[n] for n in self.feed_names), *self.constant_values)
         n = len(self.device_output_names)
         device_guards = [g for g in self.guards if not g.on_host]
         for g, found in zip(device_guards, outs[n:]):

@@ -69,7 +69,7 @@ def straight_line(exe: Any) -> StraightLine:
         names[key] = value
         return key
 
-    params = [var(n) for n in exe.feed_names]
+    params = [var(n) for n in exe.feed_names + exe.constant_names]
     lines = [f"def replay({', '.join(params)}):"]
     device_guards = any(not g.on_host for g in exe.guards)
     if device_guards:

@@ -18,6 +18,7 @@ from onnx import helper as oh
 import transmuter_mlx as tm
 from transmuter_mlx.converters.backends import get_backend
 from transmuter_mlx.converters.ops.fused import scaled_dot_product_attention_1
+from transmuter_mlx.converters.ops.quantized_matmul import weight_chunks
 
 ort = pytest.importorskip("onnxruntime")
 
@@ -319,6 +320,28 @@ def test_integer_linear_not_fused_with_a_fed_weight():
     del proto.graph.initializer[0]
     proto.graph.input.append(oh.make_tensor_value_info("w", TensorProto.UINT8, w.shape))
     check(proto, {**feeds, "w": w}, [], tol=0)
+
+
+def test_integer_linear_exact_at_the_float32_limit():
+    """Every input 255 above its zero point and every weight 255 above its: a range of K holds 258 rows (258 * 255 *
+    255 <= 2**24 < 259 * 255 * 255), and the product over 1,536 rows is still exact."""
+    proto, feeds = integer_linear_model(1536, "none", (2, 3))
+    proto.graph.initializer[0].CopyFrom(numpy_helper.from_array(np.full((1536, 7), 255, np.uint8), "w"))
+    feeds = {"x": np.full_like(feeds["x"], 2.0)}  # zero point 0, every value quantized to 255
+    check(proto, feeds, ["IntegerLinear"], tol=0)
+    ranges = [(lo, hi) for lo, hi, _ in weight_chunks(get_backend("mlx"), np.full((1536, 7), 255, np.uint8), None)]
+    assert ranges == [(lo, min(lo + 258, 1536)) for lo in range(0, 1536, 258)]
+
+
+def test_integer_linear_one_range_for_trained_codes():
+    """``quantize_dynamic``'s codes of a normal weight (scale from its largest value) are mostly small: one float32
+    product holds all 1,536 rows exactly, against six of at most 256 rows before."""
+    weight = rng.standard_normal((1536, 576)).astype(np.float32)
+    codes = np.round(weight / np.abs(weight).max() * 127).astype(np.int8)
+    assert len(weight_chunks(get_backend("mlx"), codes, np.zeros((), np.int8))) == 1
+    proto, feeds = integer_linear_model(1536, "none", (4,))
+    proto.graph.initializer[0].CopyFrom(numpy_helper.from_array(codes[:, :7], "w"))
+    check(proto, feeds, ["IntegerLinear"], tol=0)
 
 
 # -- RMSNorm ---------------------------------------------------------------------------------------

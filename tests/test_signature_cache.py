@@ -5,6 +5,8 @@ caller's own (no other thread receives its outputs). Numbers are checked against
 from __future__ import annotations
 
 import ctypes
+import os
+import subprocess
 import sys
 import threading
 
@@ -130,3 +132,48 @@ def test_on_reuse_traces_a_signature_at_its_second_call() -> None:
         np.testing.assert_allclose(out, expected, atol=1e-6)
         states.append(list(model.signatures().values())[0])
     assert states == [False, True, True]
+
+
+LAYERS_WITH_OWN_SCALARS = """
+import sys
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+import onnxruntime as ort
+import transmuter_mlx as tm
+
+rng = np.random.default_rng(0)
+nodes, inits, x = [], [], "x"
+for i in range(int(sys.argv[1])):  # a matmul, then Mul and Add (one fused kernel) of this layer's own scalars, Tanh
+    inits += [numpy_helper.from_array(rng.standard_normal((8, 8)).astype(np.float32), f"w{i}"),
+              numpy_helper.from_array(np.array(1.0 + i / 7, np.float32), f"scale{i}"),
+              numpy_helper.from_array(np.array(i / 5, np.float32), f"shift{i}")]
+    nodes += [helper.make_node("MatMul", [x, f"w{i}"], [f"m{i}"]), helper.make_node("Mul", [f"m{i}", f"scale{i}"], [f"s{i}"]),
+              helper.make_node("Add", [f"s{i}", f"shift{i}"], [f"a{i}"]), helper.make_node("Tanh", [f"a{i}"], [f"t{i}"])]
+    x = f"t{i}"
+graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])],
+                          [helper.make_tensor_value_info(x, TensorProto.FLOAT, [4, 8])], inits)
+proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+feeds = {"x": rng.standard_normal((4, 8)).astype(np.float32)}
+want = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+m = tm.load(proto, backend="mlx")
+for _ in range(2):
+    np.testing.assert_allclose(np.asarray(m(feeds)[x]), want, rtol=1e-5, atol=1e-5)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="MLX builds CPU kernels with g++ on Linux only")
+def test_layers_with_their_own_scalars_share_compiled_kernels(tmp_path) -> None:
+    """``mx.compile`` writes a captured one-element array's value into its fused CPU kernel's source, so layers whose
+    scalars differ each built a C++ kernel of their own (SmolLM2-135M's q8 export: 484, 93 s of a cold first call).
+    Fed as arguments of the replay, they share theirs: 3 layers and 6 build as many kernels (MLX's kernel cache,
+    counted in a temporary folder for each run; before, 12 and 15)."""
+    pytest.importorskip("onnxruntime")
+    counts = []
+    for layers in (3, 6):
+        folder = tmp_path / str(layers)
+        folder.mkdir()
+        env = {**os.environ, "TMPDIR": str(folder)}
+        subprocess.run([sys.executable, "-c", LAYERS_WITH_OWN_SCALARS, str(layers)], env=env, check=True, timeout=300)
+        counts.append(len(list(folder.rglob("*.so"))))
+    assert counts[0] > 0 and counts[0] == counts[1], counts

@@ -2,7 +2,8 @@
 
 The int32 accumulation is done exactly in float32: inputs minus zero points lie in [-255, 255],
 so a sum of 256 products stays below 2**24, where float32 holds every integer. Longer reductions
-are split into chunks of at most 256 terms whose int32 partial sums are then added.
+are split into chunks of at most 256 terms whose int32 partial sums are then added. A constant weight
+(``IntegerLinear``, fused from ``MatMulInteger``) is split where its own values need it, usually nowhere.
 """
 
 from __future__ import annotations
@@ -58,24 +59,36 @@ def int_matmul(B: Any, a: Any, b: Any) -> Any:
     return B.squeeze(out, [-1]) if vb else out
 
 
-def weight_chunks(B: Any, w: np.ndarray, zero_point: np.ndarray | None) -> list[Any]:
-    """A constant (K, N) integer weight minus its zero point (a scalar or one per column), float32, as device linear
-    weights of at most CHUNK rows each: the right operand of ``int_linear``."""
+def weight_chunks(B: Any, w: np.ndarray, zero_point: np.ndarray | None) -> list[tuple[int, int, Any]]:
+    """A constant (K, N) integer weight minus its zero point (a scalar or one per column), float32, as ``(lo, hi,
+    device weight)`` row ranges: the right operand of ``int_linear``.
+
+    A range is as long as float32 stays exact for it: with ``|a| <= 255``, every partial sum of column n is at most
+    ``255 * sum(|w[lo:hi, n]|)``, so ranges whose column sums stay within ``2**24 / 255`` give exact products in any
+    summation order. A trained weight's codes are mostly small, so one range usually holds all of K (256 rows a
+    range whatever the values took 4x the products for SmolLM2-135M, and as many more ops to compile).
+    """
     wf = w.astype(F32)
     if zero_point is not None:
         wf -= np.asarray(zero_point, F32).reshape(-1)  # one value, or one a column
-    return [B.matmul_weight(wf[lo : lo + CHUNK], only_matmul=True) for lo in range(0, wf.shape[0], CHUNK)]
+    limit = float(2**24 // 255)
+    bounds, lo = [], 0
+    while lo < wf.shape[0]:
+        worst = np.maximum.accumulate(np.cumsum(np.abs(wf[lo:], dtype=np.float64), 0).max(1))
+        hi = lo + max(1, int(np.searchsorted(worst, limit, side="right")))  # one row is exact: 255 * 255 < 2**24
+        bounds.append((lo, hi))
+        lo = hi
+    return [(lo, hi, B.matmul_weight(wf[lo:hi], only_matmul=True)) for lo, hi in bounds]
 
 
-def int_linear(B: Any, a: Any, chunks: list[Any], k: int) -> Any:
-    """Exact int32 ``a @ w`` of ``a`` (..., M, k) by ``weight_chunks(w)``: one 2-D product a chunk (a batched product
-    of chunks took torch's slow bmm paths: 2.5 ms for one of SmolLM2's layers at one row, 0.13 ms this way)."""
+def int_linear(B: Any, a: Any, chunks: list[tuple[int, int, Any]]) -> Any:
+    """Exact int32 ``a @ w`` of ``a`` (..., M, K) by ``weight_chunks(w)``: one 2-D product a range (a batched product
+    of equal chunks took torch's slow bmm paths: 2.5 ms for one of SmolLM2's layers at one row, 0.13 ms this way)."""
     if len(chunks) == 1:
-        return B.astype(B.matmul(a, chunks[0]), np.int32)
+        return B.astype(B.matmul(a, chunks[0][2]), np.int32)
     rank, total = len(B.shape(a)), None
-    for j, w in enumerate(chunks):
-        lo = j * CHUNK
-        part = B.slice(a, [0] * (rank - 1) + [lo], list(B.shape(a)[:-1]) + [min(k, lo + CHUNK)], [1] * rank)
+    for lo, hi, w in chunks:
+        part = B.slice(a, [0] * (rank - 1) + [lo], list(B.shape(a)[:-1]) + [hi], [1] * rank)
         part = B.astype(B.matmul(part, w), np.int32)
         total = part if total is None else B.add(total, part)
     return total
@@ -145,12 +158,11 @@ def _integer_linear_kernel(B: Any, A: Any, W: np.ndarray, a_zero_point: Any = No
     the general MatMulInteger must run (a left operand of one axis)."""
     if len(B.shape(A)) < 2:
         return None
-    k = W.shape[0]
     chunks = _cached(B, (W, w_zero_point), ("integer-linear",), lambda: weight_chunks(B, W, w_zero_point))
 
     def kernel(A: Any, W: Any, a_zero_point: Any = None, w_zero_point: Any = None) -> Any:
         a = _centered(B, A, None if a_zero_point is None else _row_param(B, a_zero_point))
-        return int_linear(B, a, chunks, k)
+        return int_linear(B, a, chunks)
 
     return kernel
 
