@@ -28,7 +28,8 @@ backends have one kernel for each (``B.gelu``, ``B.sdpa``). ``fuse`` finds these
   query and the key of every layer.
 - Integer linear layers (onnxruntime's ``quantize_dynamic``, transformers.js's q8 files): ``MatMulInteger(x, W)`` by a
   2-D initializer weight -> ``ai.transmuter::IntegerLinear``, the same exact int32 product with the weight's
-  float32 chunks made once instead of at every call.
+  float32 chunks made once instead of at every call; with the ``Cast`` to float32 after it, one op for two
+  whose float32 product is the result (no int32 round trip).
 - SiLU (Llama-style MLPs): ``Mul(x, Sigmoid(x))`` -> ``ai.transmuter::Silu``, which runs ``B.silu`` (torch's
   ``silu``: one pass for two, and torch's CPU sigmoid alone is slower than its silu).
 
@@ -358,12 +359,19 @@ def _match_linear(ix: _Index, i: int) -> _Match | None:
 
 
 def _match_integer_linear(ix: _Index, i: int) -> _Match | None:
-    """``MatMulInteger(x, W)`` by a 2-D initializer weight (and an initializer zero point, or none)."""
+    """``MatMulInteger(x, W)`` by a 2-D initializer weight (and an initializer zero point, or none), and the ``Cast``
+    to float32 that ``quantize_dynamic`` puts after it where that is the product's only reader."""
     node = ix.nodes[i]
     weight = ix.initializer(node.input[1])
     w_zero_point = node.input[3] if len(node.input) > 3 and node.input[3] else ""
     if weight is None or len(weight.dims) != 2 or (w_zero_point and ix.initializer(w_zero_point) is None):
         return None
+    ci = ix.only_reader(node.output[0])
+    cast = None if ci is None else ix.nodes[ci]
+    if cast is not None and cast.op_type == "Cast" and normalize_domain(cast.domain) == "" \
+            and _attr(cast, "to") == onnx.TensorProto.FLOAT:
+        return _Match([i, ci], helper.make_node("IntegerLinear", list(node.input), [cast.output[0]], _names(ix, [i, ci]),
+                                                domain=FUSED_DOMAIN, to=onnx.TensorProto.FLOAT))
     return _Match([i], helper.make_node("IntegerLinear", list(node.input), list(node.output), node.name,
                                         domain=FUSED_DOMAIN))
 

@@ -285,9 +285,10 @@ def test_linear_not_fused(case):
 # -- integer linear layers (quantize_dynamic) ------------------------------------------------------
 
 
-def integer_linear_model(k: int, zero_point: str, rows: tuple[int, ...]):
+def integer_linear_model(k: int, zero_point: str, rows: tuple[int, ...], cast: bool = False):
     """onnxruntime's ``quantize_dynamic`` layer: DynamicQuantizeLinear(x) -> MatMulInteger by a uint8 initializer
-    weight with a zero point (one, one a column, or none), the int32 product as the output."""
+    weight with a zero point (one, one a column, or none), the int32 product as the output; ``cast``: the product
+    cast to float32 and scaled, as that layer goes on."""
     n = 7
     w = rng.integers(0, 256, (k, n), dtype=np.uint8)
     inits = [numpy_helper.from_array(w, "w")]
@@ -297,10 +298,12 @@ def integer_linear_model(k: int, zero_point: str, rows: tuple[int, ...]):
         inits.append(numpy_helper.from_array(zp, "w_zp"))
         inputs.append("w_zp")
     nodes = [oh.make_node("DynamicQuantizeLinear", ["x"], ["xq", "x_scale", "x_zp"]),
-             oh.make_node("MatMulInteger", inputs, ["y"], name="proj/MatMul_quant")]
+             oh.make_node("MatMulInteger", inputs, ["p" if cast else "y"], name="proj/MatMul_quant")]
+    if cast:
+        nodes += [oh.make_node("Cast", ["p"], ["pf"], to=TensorProto.FLOAT), oh.make_node("Mul", ["pf", "x_scale"], ["y"])]
     feeds = {"x": rng.standard_normal((*rows, k)).astype(np.float32) * 3}
     graph = oh.make_graph(nodes, "g", [oh.make_tensor_value_info("x", TensorProto.FLOAT, feeds["x"].shape)],
-                          [oh.make_tensor_value_info("y", TensorProto.INT32, None)], inits)
+                          [oh.make_tensor_value_info("y", TensorProto.FLOAT if cast else TensorProto.INT32, None)], inits)
     return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)]), feeds
 
 
@@ -312,6 +315,21 @@ def test_integer_linear_fused_and_exact(k, zero_point, rows):
     2**24, where float32 stops holding integers: the chunks keep each float sum below it)."""
     proto, feeds = integer_linear_model(k, zero_point, rows)
     check(proto, feeds, ["IntegerLinear"], tol=0)
+
+
+@pytest.mark.parametrize("k", [200, 777])  # one range; four, whose float32 sum at 255 x 255 is not the cast int32 sum
+@pytest.mark.parametrize("zero_point", ["scalar", "none"])
+def test_integer_linear_takes_in_its_cast_to_float(k, zero_point):
+    """``Cast(MatMulInteger(...), to=float)`` is one IntegerLinear: the same float32 values as onnxruntime's, exactly
+    (a product of several ranges adds them in int32 first, so that the cast rounds the exact sum as ONNX's does)."""
+    proto, feeds = integer_linear_model(k, zero_point, (2, 3), cast=True)
+    check(proto, feeds, ["IntegerLinear"], tol=0)
+    if k > 258:  # sums past 2**24 where float32 rounds: every input and weight 255 above its zero point
+        proto.graph.initializer[0].CopyFrom(numpy_helper.from_array(np.full((k, 7), 255, np.uint8), "w"))
+        if zero_point != "none":
+            proto.graph.initializer[1].CopyFrom(numpy_helper.from_array(np.array(0, np.uint8), "w_zp"))
+        check(proto, {"x": np.full_like(feeds["x"], 2.0)}, ["IntegerLinear"], tol=0)
+    assert "Cast" not in [s.spec.op_type for s in tm.load(proto).program.steps]
 
 
 def test_integer_linear_not_fused_with_a_fed_weight():

@@ -8,9 +8,11 @@ are split into chunks of at most 256 terms whose int32 partial sums are then add
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
+from onnx import TensorProto
 
 from ._window import spatial_pads
 from .fused import FUSED_DOMAIN
@@ -81,17 +83,19 @@ def weight_chunks(B: Any, w: np.ndarray, zero_point: np.ndarray | None) -> list[
     return [(lo, hi, B.matmul_weight(wf[lo:hi], only_matmul=True)) for lo, hi in bounds]
 
 
-def int_linear(B: Any, a: Any, chunks: list[tuple[int, int, Any]]) -> Any:
+def int_linear(B: Any, a: Any, chunks: list[tuple[int, int, Any]], as_float: bool = False) -> Any:
     """Exact int32 ``a @ w`` of ``a`` (..., M, K) by ``weight_chunks(w)``: one 2-D product a range (a batched product
-    of equal chunks took torch's slow bmm paths: 2.5 ms for one of SmolLM2's layers at one row, 0.13 ms this way)."""
-    if len(chunks) == 1:
-        return B.astype(B.matmul(a, chunks[0][2]), np.int32)
+    of equal chunks took torch's slow bmm paths: 2.5 ms for one of SmolLM2's layers at one row, 0.13 ms this way).
+    ``as_float``: the int32 result cast to float32, as ONNX's ``Cast`` makes it."""
+    if len(chunks) == 1:  # every partial sum exact, all below 2**24: the float32 product is that Cast already
+        out = B.matmul(a, chunks[0][2])
+        return out if as_float else B.astype(out, np.int32)
     rank, total = len(B.shape(a)), None
     for lo, hi, w in chunks:
         part = B.slice(a, [0] * (rank - 1) + [lo], list(B.shape(a)[:-1]) + [hi], [1] * rank)
         part = B.astype(B.matmul(part, w), np.int32)
         total = part if total is None else B.add(total, part)
-    return total
+    return B.astype(total, F32) if as_float else total
 
 
 def int_conv(B: Any, x: Any, w: Any, pads: Any, strides: Any, dilations: Any, group: int) -> Any:
@@ -153,29 +157,40 @@ def matmul_integer_10(B: Any, A: Any, Bm: Any, a_zero_point: Any = None, b_zero_
     return int_matmul(B, a, _centered(B, Bm, b_zero_point))
 
 
-def _integer_linear_kernel(B: Any, A: Any, W: np.ndarray, a_zero_point: Any = None, w_zero_point: Any = None) -> Any:
-    """``IntegerLinear`` as a function of its inputs that holds the chunked weight (made once per weight); None where
-    the general MatMulInteger must run (a left operand of one axis)."""
+def _integer_linear_kernel(B: Any, A: Any, W: np.ndarray, a_zero_point: Any = None, w_zero_point: Any = None,
+                           to: int = TensorProto.INT32) -> Any:
+    """``IntegerLinear`` as a function of its inputs that holds the chunked weight (made once per weight) and knows
+    the zero point's form; None where the general MatMulInteger must run (a left operand of one axis)."""
     if len(B.shape(A)) < 2:
         return None
     chunks = _cached(B, (W, w_zero_point), ("integer-linear",), lambda: weight_chunks(B, W, w_zero_point))
+    as_float = to == TensorProto.FLOAT
+    zp_shape = None if a_zero_point is None else tuple(B.shape(a_zero_point))
+    per_row = zp_shape is not None and len(zp_shape) == 1 and zp_shape[0] > 1
+    reshape = (zp_shape[0], 1) if per_row else () if zp_shape and math.prod(zp_shape) == 1 else None
 
     def kernel(A: Any, W: Any, a_zero_point: Any = None, w_zero_point: Any = None) -> Any:
-        a = _centered(B, A, None if a_zero_point is None else _row_param(B, a_zero_point))
-        return int_linear(B, a, chunks)
+        a = B.astype(A, F32)
+        if a_zero_point is not None:
+            zp = B.astype(a_zero_point, F32)
+            a = B.subtract(a, zp if reshape is None else B.reshape(zp, reshape))
+        return int_linear(B, a, chunks, as_float)
 
     return kernel
 
 
 @register("IntegerLinear", 1, FUSED_DOMAIN, static_inputs=(1, 3), specialise=_integer_linear_kernel)
-def integer_linear_1(B: Any, A: Any, W: np.ndarray, a_zero_point: Any = None, w_zero_point: Any = None) -> Any:
-    """MatMulInteger by a constant 2-D weight (``converters/fusion.py``): the same int32 result, with the weight minus
-    its zero point converted and split into linear weights once (onnxruntime's ``quantize_dynamic`` layers; converting the
-    whole weight at every call made SmolLM2-135M's q8 decode 5x slower than its fp32 export's)."""
-    kernel = _integer_linear_kernel(B, A, W, a_zero_point, w_zero_point)
-    if kernel is None:
-        return matmul_integer_10(B, A, B.asarray(W), a_zero_point, None if w_zero_point is None else B.asarray(w_zero_point))
-    return kernel(A, W, a_zero_point, w_zero_point)
+def integer_linear_1(B: Any, A: Any, W: np.ndarray, a_zero_point: Any = None, w_zero_point: Any = None,
+                     to: int = TensorProto.INT32) -> Any:
+    """MatMulInteger by a constant 2-D weight, and the ``Cast`` to float32 after it where ``to`` says so
+    (``converters/fusion.py``): the same result, with the weight minus its zero point converted and split into
+    linear weights once (onnxruntime's ``quantize_dynamic`` layers; converting the whole weight at every call made
+    SmolLM2-135M's q8 decode 5x slower than its fp32 export's)."""
+    kernel = _integer_linear_kernel(B, A, W, a_zero_point, w_zero_point, to)
+    if kernel is not None:
+        return kernel(A, W, a_zero_point, w_zero_point)
+    out = matmul_integer_10(B, A, B.asarray(W), a_zero_point, None if w_zero_point is None else B.asarray(w_zero_point))
+    return B.astype(out, F32) if to == TensorProto.FLOAT else out
 
 
 @register("ConvInteger", 10)
