@@ -27,7 +27,7 @@ F32 = np.dtype(np.float32)
 _CACHE: dict[tuple, Any] = {}
 
 
-def _cached(B: Any, arrays: tuple[Any, ...], extra: tuple, build: Callable[[], Any]) -> Any:
+def cached_per_weight(B: Any, arrays: tuple[Any, ...], extra: tuple, build: Callable[[], Any]) -> Any:
     """``build()`` once per backend and set of initializer arrays (dropped when the first one dies)."""
     key = (B.name, id(B), *(id(a) for a in arrays), *extra)
     if key not in _CACHE:
@@ -110,7 +110,7 @@ def _nbits_plan(B, A_dtype, Bq, scales, zero_points, g_idx, K, N, bits, block_si
 def _plan(B: Any, dt: np.dtype, Bq: Any, scales: Any, zero_points: Any, g_idx: Any, K: int, N: int, bits: int,
           block_size: int) -> tuple:
     """``_nbits_plan`` for these weights and compute dtype, made once (cached by the arrays' identity)."""
-    return _cached(B, (Bq, scales, zero_points, g_idx), (dt.str, K, N, bits, block_size), lambda: _nbits_plan(
+    return cached_per_weight(B, (Bq, scales, zero_points, g_idx), (dt.str, K, N, bits, block_size), lambda: _nbits_plan(
         B, dt, Bq, scales, zero_points, g_idx, K, N, bits, block_size))  # fmt: skip
 
 
@@ -184,7 +184,7 @@ def gather_block_quantized_1(
 ) -> Any:  # fmt: skip
     """Gather of block-quantized ``data``, dequantized to the scales' type; out-of-range rows are zero."""
     out_dtype = np.dtype(scales.dtype)
-    codes, s, zp = _cached(B, (data, scales, zero_points), (bits, block_size, quantize_axis), lambda: tuple(
+    codes, s, zp = cached_per_weight(B, (data, scales, zero_points), (bits, block_size, quantize_axis), lambda: tuple(
         None if t is None else B.asarray(t)
         for t in _gbq_tables(data, scales, zero_points, bits, block_size, quantize_axis)))  # fmt: skip
     shape = B.shape(codes)

@@ -17,7 +17,7 @@ from onnx import TensorProto
 from ._window import spatial_pads
 from .fused import FUSED_DOMAIN
 from .quantized import INT_RANGES, quantize_linear, saturate_int
-from .quantized_contrib import _cached
+from .quantized_contrib import cached_per_weight
 from .registry import register
 
 CHUNK = 256
@@ -163,7 +163,7 @@ def _integer_linear_kernel(B: Any, A: Any, W: np.ndarray, a_zero_point: Any = No
     the zero point's form; None where the general MatMulInteger must run (a left operand of one axis)."""
     if len(B.shape(A)) < 2:
         return None
-    chunks = _cached(B, (W, w_zero_point), ("integer-linear",), lambda: weight_chunks(B, W, w_zero_point))
+    chunks = cached_per_weight(B, (W, w_zero_point), ("integer-linear",), lambda: weight_chunks(B, W, w_zero_point))
     as_float = to == TensorProto.FLOAT
     zp_shape = None if a_zero_point is None else tuple(B.shape(a_zero_point))
     per_row = zp_shape is not None and len(zp_shape) == 1 and zp_shape[0] > 1
