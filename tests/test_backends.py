@@ -351,3 +351,22 @@ def test_torch_linear_layers_run_on_onednn_blocked_weights():
     done = run_python("from transmuter_mlx.converters.backends import torch as t; print(t._ONEDNN_LINEAR)",
                       {**os.environ, "TRANSMUTER_MLX_ONEDNN": "off"})
     assert done.stdout.split() == ["False"], done.stderr
+
+
+@pytest.mark.parametrize("rows", [(1,), (3,), (2, 5)])
+def test_int8_matmul_is_exact_where_a_backend_has_one(rows):
+    """torch's int8 GEMM (a CPU device) gives numpy's int32 product, extremes included (-128 x -128 over 1,100 rows
+    sums past 2**24, where float32 would round); mlx and numpy have none and say so with None."""
+    rng = np.random.default_rng(0)
+    k, n = 1100, 24
+    a = rng.integers(-128, 128, (*rows, k)).astype(np.int8)
+    w = rng.integers(-128, 128, (k, n)).astype(np.int8)
+    a[..., 0, :], w[:, 0] = -128, -128
+    assert get_backend("mlx").int8_matmul_weight(w) is None and get_backend("numpy").int8_matmul_weight(w) is None
+    B = get_backend("torch")
+    held = B.int8_matmul_weight(w)
+    if held is None:
+        pytest.skip("this torch device has no int8 GEMM")
+    out = np.asarray(B.to_numpy(B.int8_matmul(B.asarray(a), held)))
+    assert out.dtype == np.int32
+    np.testing.assert_array_equal(out, a.astype(np.int64) @ w.astype(np.int64))

@@ -59,7 +59,7 @@ def check(proto: onnx.ModelProto, feeds: dict[str, np.ndarray], want_fused: list
         for _ in range(2):
             got = [np.asarray(m.backend.to_numpy(v)) for v in m(feeds).values()]
             for r, g in zip(ref, got):
-                assert g.shape == r.shape, (backend, g.shape, r.shape)
+                assert g.shape == r.shape and g.dtype == r.dtype, (backend, g.shape, r.shape, g.dtype, r.dtype)
                 np.testing.assert_allclose(g, r, rtol=tol, atol=tol, err_msg=backend)
 
 
@@ -330,6 +330,25 @@ def test_integer_linear_takes_in_its_cast_to_float(k, zero_point):
             proto.graph.initializer[1].CopyFrom(numpy_helper.from_array(np.array(0, np.uint8), "w_zp"))
         check(proto, {"x": np.full_like(feeds["x"], 2.0)}, ["IntegerLinear"], tol=0)
     assert "Cast" not in [s.spec.op_type for s in tm.load(proto).program.steps]
+
+
+@pytest.mark.parametrize("w_type", [np.int8, np.uint8])
+@pytest.mark.parametrize("a_zero_point", [True, False])
+def test_integer_linear_of_int8_inputs(w_type, a_zero_point):
+    """An int8 left operand (fed, its zero point one value or none) by an int8 or uint8 weight with a zero point a
+    column: the int8 GEMM's corrections (torch) and the float32 ranges (mlx) give onnxruntime's int32 exactly."""
+    k, n = 700, 9
+    info = np.iinfo(w_type)
+    inits = [numpy_helper.from_array(rng.integers(info.min, info.max + 1, (k, n)).astype(w_type), "w"),
+             numpy_helper.from_array(rng.integers(info.min, info.max + 1, n).astype(w_type), "w_zp")]
+    inputs = ["a", "w", "a_zp" if a_zero_point else "", "w_zp"]
+    if a_zero_point:
+        inits.append(numpy_helper.from_array(np.array(-37, np.int8), "a_zp"))
+    feeds = {"a": rng.integers(-128, 128, (2, 5, k)).astype(np.int8)}
+    graph = oh.make_graph([oh.make_node("MatMulInteger", inputs, ["y"])], "g",
+                          [oh.make_tensor_value_info("a", TensorProto.INT8, feeds["a"].shape)],
+                          [oh.make_tensor_value_info("y", TensorProto.INT32, None)], inits)
+    check(oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)]), feeds, ["IntegerLinear"], tol=0)
 
 
 def test_integer_linear_not_fused_with_a_fed_weight():

@@ -186,6 +186,15 @@ class Backend(Protocol):
         ...
 
     # -- quantized weights ----------------------------------------------------------------
+    def int8_matmul_weight(self, w: np.ndarray) -> Array | None:
+        """The int8 weight ``w`` (K, N) for ``int8_matmul``, or None where this backend has no exact int8 GEMM faster
+        than its float32 one (then ``IntegerLinear`` multiplies integers held in float32)."""
+        ...
+
+    def int8_matmul(self, a: Array, w: Array) -> Array:
+        """The exact int32 product of int8 ``a`` (..., M, K) by ``int8_matmul_weight(w)``, (..., M, N)."""
+        ...
+
     def packed_matmul_is_fast(self) -> bool:
         """Whether ``quantized_matmul`` on packed codes beats a matmul on weights dequantized once (GPU kernels
         do; MLX's CPU kernel is scalar, ~6x slower at one row and growing with the rows), so the converter keeps

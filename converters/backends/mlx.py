@@ -264,6 +264,12 @@ class MlxBackend:
     def linear(self, x: mx.array, weight: mx.array, bias: mx.array) -> mx.array:
         return mx.matmul(x, weight) + bias  # mx.addmm is no faster on the CPU, and compile fuses the add
 
+    def int8_matmul_weight(self, w: np.ndarray) -> None:
+        return None  # MLX has no integer GEMM: its integer matmuls run in a generic loop
+
+    def int8_matmul(self, a: mx.array, w: Any) -> mx.array:
+        raise NotImplementedError("MLX has no int8 GEMM (int8_matmul_weight is None)")
+
     def packed_matmul_is_fast(self) -> bool:
         return mx.default_device() != mx.cpu  # Metal and CUDA have quantized kernels; the CPU's is scalar
 

@@ -198,6 +198,12 @@ class NumpyBackend:
             return np.einsum(equation, *(np.asarray(o, np.float32) for o in operands)).astype(operands[0].dtype)
         return np.einsum(equation, *operands)
 
+    def int8_matmul_weight(self, w: np.ndarray) -> None:
+        return None  # numpy's integer matmul is a generic loop, far slower than BLAS on float32
+
+    def int8_matmul(self, a: np.ndarray, w: Any) -> np.ndarray:
+        raise NotImplementedError("numpy has no int8 GEMM (int8_matmul_weight is None)")
+
     def packed_matmul_is_fast(self) -> bool:
         return False  # quantized_matmul dequantizes at every call
 

@@ -98,6 +98,39 @@ def int_linear(B: Any, a: Any, chunks: list[tuple[int, int, Any]], as_float: boo
     return B.astype(total, F32) if as_float else total
 
 
+def int8_weight(B: Any, w: np.ndarray, zero_point: np.ndarray | None) -> tuple[Any, Any, Any] | None:
+    """A constant (K, N) 8-bit weight for the backend's int8 GEMM (``int8_linear``), or None where it has none.
+
+    With ``w - zw = w8 + cw`` (``w8 = w - 128`` for a uint8 weight, ``w`` for an int8 one; ``cw`` per column) and the
+    input's ``a - za = a8 + ca`` likewise, the exact product is ``a8 @ w8 + ca * (colsum(w8) + K * cw) + rowsum(a8) *
+    cw``: int8 operands and int32 sums, exact as the product itself (wrapping int32 arithmetic gives the true value
+    wherever that fits in int32, as MatMulInteger's must). Returns ``(device w8, those column sums, cw or None)``.
+    """
+    shift = 128 if w.dtype == np.uint8 else 0
+    w8 = (w.astype(np.int16) - shift).astype(np.int8)
+    device = B.int8_matmul_weight(w8)
+    if device is None:
+        return None
+    k, n = w.shape
+    zw = np.zeros(n, np.int32) if zero_point is None else np.asarray(zero_point, np.int32).reshape(-1)
+    cw = np.broadcast_to(shift - zw, (n,)).astype(np.int32)
+    sums = (w8.astype(np.int32).sum(0) + k * cw).astype(np.int32)
+    return device, B.asarray(sums), B.asarray(cw) if cw.any() else None
+
+
+def int8_linear(B: Any, a: Any, a_shift: Any, weight: tuple[Any, Any, Any]) -> Any:
+    """Exact int32 ``(a + a_shift) @ (w - zw)`` of an int8 ``a`` (..., M, K) by ``int8_weight(w, zw)``; ``a_shift``:
+    an int32 scalar (``128 - za`` for a uint8 input turned int8), or None for 0."""
+    w8, sums, cw = weight
+    out = B.int8_matmul(a, w8)
+    if a_shift is not None:
+        out = B.add(out, B.multiply(a_shift, sums))
+    if cw is not None:
+        rows = B.astype(B.sum(B.astype(a, np.int32), -1, True), np.int32)  # torch sums int32 into int64
+        out = B.add(out, B.multiply(rows, cw))
+    return out
+
+
 def int_conv(B: Any, x: Any, w: Any, pads: Any, strides: Any, dilations: Any, group: int) -> Any:
     """Exact int32 convolution of float32 operands holding integers in [-255, 255]."""
     (n, _, *space), (m, cg, *kernel) = B.shape(x), B.shape(w)
@@ -159,13 +192,30 @@ def matmul_integer_10(B: Any, A: Any, Bm: Any, a_zero_point: Any = None, b_zero_
 
 def _integer_linear_kernel(B: Any, A: Any, W: np.ndarray, a_zero_point: Any = None, w_zero_point: Any = None,
                            to: int = TensorProto.INT32) -> Any:
-    """``IntegerLinear`` as a function of its inputs that holds the chunked weight (made once per weight) and knows
-    the zero point's form; None where the general MatMulInteger must run (a left operand of one axis)."""
+    """``IntegerLinear`` as a function of its inputs that holds the weight as the backend multiplies it fastest (made
+    once per weight): its int8 GEMM where it has one (``int8_linear``), else float32 ranges (``int_linear``); None
+    where the general MatMulInteger must run (a left operand of one axis)."""
     if len(B.shape(A)) < 2:
         return None
-    chunks = cached_per_weight(B, (W, w_zero_point), ("integer-linear",), lambda: weight_chunks(B, W, w_zero_point))
     as_float = to == TensorProto.FLOAT
     zp_shape = None if a_zero_point is None else tuple(B.shape(a_zero_point))
+    one_zero_point = zp_shape is None or math.prod(zp_shape) == 1
+    int8 = one_zero_point and cached_per_weight(B, (W, w_zero_point), ("int8-linear",),
+                                                lambda: int8_weight(B, W, w_zero_point))
+    if int8:
+        uint8 = B.dtype(A) == np.uint8
+        flip = B.full((), 128, np.uint8)  # a uint8 code with its top bit flipped is the int8 code minus 128
+        shift = B.full((), 128 if uint8 else 0, np.int32)
+
+        def int8_kernel(A: Any, W: Any, a_zero_point: Any = None, w_zero_point: Any = None) -> Any:
+            a = B.bitcast(B.bitwise_xor(A, flip), np.int8) if uint8 else A
+            a_shift = shift if a_zero_point is None else B.subtract(shift, B.astype(B.reshape(a_zero_point, ()),
+                                                                                        np.int32))
+            out = int8_linear(B, a, None if a_zero_point is None and not uint8 else a_shift, int8)
+            return B.astype(out, F32) if as_float else out
+
+        return int8_kernel
+    chunks = cached_per_weight(B, (W, w_zero_point), ("integer-linear",), lambda: weight_chunks(B, W, w_zero_point))
     per_row = zp_shape is not None and len(zp_shape) == 1 and zp_shape[0] > 1
     reshape = (zp_shape[0], 1) if per_row else () if zp_shape and math.prod(zp_shape) == 1 else None
 
