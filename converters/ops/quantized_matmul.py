@@ -198,32 +198,27 @@ def _integer_linear_kernel(B: Any, A: Any, W: np.ndarray, a_zero_point: Any = No
     if len(B.shape(A)) < 2:
         return None
     as_float = to == TensorProto.FLOAT
-    zp_shape = None if a_zero_point is None else tuple(B.shape(a_zero_point))
-    one_zero_point = zp_shape is None or math.prod(zp_shape) == 1
-    int8 = one_zero_point and cached_per_weight(B, (W, w_zero_point), ("int8-linear",),
-                                                lambda: int8_weight(B, W, w_zero_point))
-    if int8:
+    one_zero_point = a_zero_point is None or math.prod(B.shape(a_zero_point)) == 1
+    int8_plan = one_zero_point and cached_per_weight(B, (W, w_zero_point), ("int8-linear",),
+                                                     lambda: int8_weight(B, W, w_zero_point))
+    if int8_plan:
         uint8 = B.dtype(A) == np.uint8
         flip = B.full((), 128, np.uint8)  # a uint8 code with its top bit flipped is the int8 code minus 128
-        shift = B.full((), 128 if uint8 else 0, np.int32)
+        shift = B.full((), 128, np.int32)
 
         def int8_kernel(A: Any, W: Any, a_zero_point: Any = None, w_zero_point: Any = None) -> Any:
-            a = B.bitcast(B.bitwise_xor(A, flip), np.int8) if uint8 else A
-            a_shift = shift if a_zero_point is None else B.subtract(shift, B.astype(B.reshape(a_zero_point, ()),
-                                                                                        np.int32))
-            out = int8_linear(B, a, None if a_zero_point is None and not uint8 else a_shift, int8)
+            a, a_shift = (B.bitcast(B.bitwise_xor(A, flip), np.int8), shift) if uint8 else (A, None)
+            if a_zero_point is not None:
+                za = B.astype(B.reshape(a_zero_point, ()), np.int32)
+                a_shift = B.negative(za) if a_shift is None else B.subtract(a_shift, za)
+            out = int8_linear(B, a, a_shift, int8_plan)
             return B.astype(out, F32) if as_float else out
 
         return int8_kernel
     chunks = cached_per_weight(B, (W, w_zero_point), ("integer-linear",), lambda: weight_chunks(B, W, w_zero_point))
-    per_row = zp_shape is not None and len(zp_shape) == 1 and zp_shape[0] > 1
-    reshape = (zp_shape[0], 1) if per_row else () if zp_shape and math.prod(zp_shape) == 1 else None
 
     def kernel(A: Any, W: Any, a_zero_point: Any = None, w_zero_point: Any = None) -> Any:
-        a = B.astype(A, F32)
-        if a_zero_point is not None:
-            zp = B.astype(a_zero_point, F32)
-            a = B.subtract(a, zp if reshape is None else B.reshape(zp, reshape))
+        a = _centered(B, A, None if a_zero_point is None else _row_param(B, a_zero_point))
         return int_linear(B, a, chunks, as_float)
 
     return kernel
