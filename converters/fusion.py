@@ -27,9 +27,9 @@ backends have one kernel for each (``B.gelu``, ``B.sdpa``). ``fuse`` finds these
   computed from shapes, so this is checked at run time) and the chain otherwise: two ops for seven, for the
   query and the key of every layer.
 - Integer linear layers (onnxruntime's ``quantize_dynamic``, transformers.js's q8 files): ``MatMulInteger(x, W)`` by a
-  2-D initializer weight -> ``ai.transmuter::IntegerLinear``, the same exact int32 product with the weight's
-  float32 chunks made once instead of at every call; with the ``Cast`` to float32 after it, one op for two
-  whose float32 product is the result (no int32 round trip).
+  2-D initializer weight -> ``ai.transmuter::IntegerLinear``, the same exact int32 product with the weight prepared
+  once instead of at every call (for the backend's int8 GEMM, or as float32 row ranges); with the ``Cast`` to
+  float32 after it, one op for two.
 - SiLU (Llama-style MLPs): ``Mul(x, Sigmoid(x))`` -> ``ai.transmuter::Silu``, which runs ``B.silu`` (torch's
   ``silu``: one pass for two, and torch's CPU sigmoid alone is slower than its silu).
 

@@ -228,9 +228,9 @@ def _integer_linear_kernel(B: Any, A: Any, W: np.ndarray, a_zero_point: Any = No
 def integer_linear_1(B: Any, A: Any, W: np.ndarray, a_zero_point: Any = None, w_zero_point: Any = None,
                      to: int = TensorProto.INT32) -> Any:
     """MatMulInteger by a constant 2-D weight, and the ``Cast`` to float32 after it where ``to`` says so
-    (``converters/fusion.py``): the same result, with the weight minus its zero point converted and split into
-    linear weights once (onnxruntime's ``quantize_dynamic`` layers; converting the whole weight at every call made
-    SmolLM2-135M's q8 decode 5x slower than its fp32 export's)."""
+    (``converters/fusion.py``): the same result, with the weight prepared once (``_integer_linear_kernel``;
+    onnxruntime's ``quantize_dynamic`` layers: converting the whole weight at every call made SmolLM2-135M's q8
+    decode 5x slower than its fp32 export's)."""
     kernel = _integer_linear_kernel(B, A, W, a_zero_point, w_zero_point, to)
     if kernel is not None:
         return kernel(A, W, a_zero_point, w_zero_point)
