@@ -33,6 +33,8 @@ from .ops.registry import DEFAULT_DOMAIN, normalize_domain
 from .replay import StraightLine, straight_line
 from .values import attribute_value, is_host, sparse_to_numpy, tensor_to_numpy
 
+_VIEW_OPS = frozenset({"Reshape", "Squeeze", "Unsqueeze", "Flatten"})  # of initializers: folded to initializers
+
 
 @dataclass(frozen=True)
 class Step:
@@ -69,7 +71,8 @@ class Program:
         missing = find_missing_ops(graph, self.opsets)
         if missing:
             raise UnsupportedOpError(missing, registered_versions())
-        self.steps = [self._step(i, n) for i, n in enumerate(_topological(graph))]
+        constants: dict[str, Any] = {}  # values of Constant nodes, which a folded view may read (a Reshape's shape)
+        self.steps = [self._step(i, n) for i, n in enumerate(_topological(graph)) if not self._fold_view(n, constants)]
         self._dead: tuple[list[Step], list[list[str]]] | None = None  # ``dead_after``, made at first use
         self._subprograms: dict[int, Program] = {}
         # device copies of values that depend on no input (weights, folded weights), shared by
@@ -79,6 +82,26 @@ class Program:
         # values (a backend's own layout of a linear layer's weight, ``B.matmul_weight``)
         self.device_only: set[str] = set()
         self.parent: Program | None = None  # the program of the node whose subgraph this is
+
+    def _fold_view(self, node: onnx.NodeProto, constants: dict[str, Any]) -> bool:
+        """Make a Reshape (Squeeze, Unsqueeze, Flatten) of initializers an initializer, once: a view of the weight.
+        Run at each call it was a new array each time, so what an op prepares from a host weight (cached by the
+        array) was made again per signature: the genai exports' tied embedding, GatherBlockQuantized of a
+        Reshape of the head's int4 weight, 190 MB more per signature at Qwen3-0.6B's shape. ``constants``
+        gathers the Constant nodes' values (kept as steps too) for the shapes such a node reads."""
+        domain_ok = normalize_domain(node.domain) == ""
+        if domain_ok and node.op_type == "Constant" and not node.input:
+            step = self._step(0, node)
+            constants[node.output[0]] = step.spec.fn(HOST, **step.attrs)
+            return False
+        if not domain_ok or node.op_type not in _VIEW_OPS or node.output[0] in self.output_names:
+            return False
+        args = [self.initializers.get(name, constants.get(name)) if name else None for name in node.input]
+        if any(name and a is None for name, a in zip(node.input, args)):
+            return False
+        step = self._step(0, node)
+        self.initializers[node.output[0]] = np.asarray(step.spec.fn(HOST, *args, **step.attrs))
+        return True
 
     def _step(self, index: int, node: onnx.NodeProto) -> Step:
         domain = normalize_domain(node.domain)

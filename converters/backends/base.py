@@ -195,20 +195,31 @@ class Backend(Protocol):
         """The exact int32 product of int8 ``a`` (..., M, K) by ``int8_matmul_weight(w)``, (..., M, N)."""
         ...
 
-    def packed_matmul_is_fast(self) -> bool:
-        """Whether ``quantized_matmul`` on packed codes beats a matmul on weights dequantized once (GPU kernels
-        do; MLX's CPU kernel is scalar, ~6x slower at one row and growing with the rows), so the converter keeps
-        block-quantized weights packed only where this holds (``TRANSMUTER_MLX_NBITS`` overrides)."""
+    def packed_matmul_is_fast(self, bits: int = 4, bf16_activations: bool = False) -> bool:
+        """Whether ``quantized_matmul`` on packed ``bits``-bit codes beats a matmul on weights dequantized once (GPU
+        kernels do; MLX's CPU kernel is scalar, ~6x slower at one row and growing with the rows; torch's CPU int4
+        kernel with bfloat16 activations is 3-7x faster below 32 rows), so the converter keeps block-quantized
+        weights packed only where this holds (``TRANSMUTER_MLX_NBITS`` overrides). ``bf16_activations``: the model
+        allows its activations rounded to bfloat16 (MatMulNBits' ``accuracy_level`` 3 or 4)."""
         ...
 
-    def quantized_matmul(
-        self, x: Array, w: Array, scales: Array, biases: Array, group_size: int, bits: int
-    ) -> Array:
-        """``x @ W.T`` for ``W[n, k] = scales[n, g] * code[n, k] + biases[n, g]``, ``g = k // group_size``.
+    def quantized_matmul_weight(
+        self, words: np.ndarray, scales: np.ndarray, biases: np.ndarray, group_size: int, bits: int,
+        bf16_activations: bool = False,
+    ) -> Any:  # fmt: skip
+        """The weight ``W[n, k] = scales[n, g] * code[n, k] + biases[n, g]``, ``g = k // group_size``, held as this
+        backend's ``quantized_matmul`` reads it (made once per weight; the host arrays can go afterwards).
 
-        ``w`` holds the codes of W (N, K) as ``pack_quantized`` packs them (uint32, N x K*bits/32);
-        ``scales`` and ``biases`` are (N, K / group_size) in x's dtype; ``bits`` is 2, 4 or 8.
+        ``words`` holds the codes of W (N, K) as ``pack_quantized`` packs them (uint32, N x K*bits/32);
+        ``scales`` and ``biases`` are (N, K / group_size) in the activations' dtype; ``bits`` is 2, 4 or 8. With
+        ``bf16_activations`` a backend may round the activations, the scales and the result to bfloat16 where
+        that is its fast kernel (an error of ~4e-3 of the largest output, below onnxruntime's int8 activations
+        at ``accuracy_level=4``).
         """
+        ...
+
+    def quantized_matmul(self, x: Array, w: Any) -> Array:
+        """``x @ W.T`` for ``w = quantized_matmul_weight(...)``."""
         ...
 
     # -- random numbers: MLX's threefry2x32 (``threefry.py``), the same bits on every backend ----

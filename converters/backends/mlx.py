@@ -270,13 +270,19 @@ class MlxBackend:
     def int8_matmul(self, a: mx.array, w: Any) -> mx.array:
         raise NotImplementedError("MLX has no int8 GEMM (int8_matmul_weight is None)")
 
-    def packed_matmul_is_fast(self) -> bool:
-        return mx.default_device() != mx.cpu  # Metal and CUDA have quantized kernels; the CPU's is scalar
+    def packed_matmul_is_fast(self, bits: int = 4, bf16_activations: bool = False) -> bool:
+        # Metal and CUDA have quantized kernels; the CPU's is scalar (and slower still in bfloat16)
+        return mx.default_device() != mx.cpu
 
-    def quantized_matmul(
-        self, x: mx.array, w: mx.array, scales: Any, biases: Any, group_size: int, bits: int
-    ) -> mx.array:
-        return mx.quantized_matmul(x, w, scales, biases, transpose=True, group_size=group_size, bits=bits)
+    def quantized_matmul_weight(
+        self, words: np.ndarray, scales: np.ndarray, biases: np.ndarray, group_size: int, bits: int,
+        bf16_activations: bool = False,
+    ) -> tuple:  # fmt: skip
+        return (mx.array(words), mx.array(scales), mx.array(biases), group_size, bits)
+
+    def quantized_matmul(self, x: mx.array, w: tuple) -> mx.array:
+        words, scales, biases, group_size, bits = w
+        return mx.quantized_matmul(x, words, scales, biases, transpose=True, group_size=group_size, bits=bits)
 
     def det(self, x: mx.array) -> mx.array:
         # LU with partial pivoting (CPU stream: mlx has no GPU LU): product of U's diagonal,

@@ -204,13 +204,18 @@ class NumpyBackend:
     def int8_matmul(self, a: np.ndarray, w: Any) -> np.ndarray:
         raise NotImplementedError("numpy has no int8 GEMM (int8_matmul_weight is None)")
 
-    def packed_matmul_is_fast(self) -> bool:
+    def packed_matmul_is_fast(self, bits: int = 4, bf16_activations: bool = False) -> bool:
         return False  # quantized_matmul dequantizes at every call
 
-    def quantized_matmul(
-        self, x: Any, w: Any, scales: Any, biases: Any, group_size: int, bits: int
-    ) -> np.ndarray:
-        codes = unpack_quantized(w, bits).astype(np.float32)
+    def quantized_matmul_weight(
+        self, words: np.ndarray, scales: np.ndarray, biases: np.ndarray, group_size: int, bits: int,
+        bf16_activations: bool = False,
+    ) -> tuple:  # fmt: skip
+        return (words, scales, biases, group_size, bits)
+
+    def quantized_matmul(self, x: Any, w: tuple) -> np.ndarray:
+        words, scales, biases, group_size, bits = w
+        codes = unpack_quantized(words, bits).astype(np.float32)
         s, b = (np.repeat(np.asarray(v, np.float32), group_size, axis=-1) for v in (scales, biases))
         return np.matmul(np.asarray(x, np.float32), (codes * s + b).T).astype(x.dtype)
 

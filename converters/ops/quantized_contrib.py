@@ -2,7 +2,7 @@
 
 The weights, scales and zero points are initializers (host values). They are re-laid out once per
 backend and cached by the identity of the initializer arrays, so every traced signature reuses
-the same device arrays: for MatMulNBits the packed codes go to ``B.quantized_matmul`` as they are
+the same device arrays: for MatMulNBits the packed codes go to ``B.quantized_matmul_weight`` as they are
 (ONNX packs codes low-first along K, which read as little-endian uint32 is MLX's layout), with
 MLX's affine form ``w = scale * code + bias``, ``bias = -scale * zero_point``.
 """
@@ -21,7 +21,9 @@ from ..backends.base import unpack_quantized
 from .quantized import FLOAT8, expand_param
 from .registry import MS_DOMAIN, register
 
-NBITS_ENV = "TRANSMUTER_MLX_NBITS"  # "packed" or "dense": how MatMulNBits holds its weights (keep_packed)
+# how MatMulNBits holds its weights: "packed" or "dense" (keep_packed); "bf16": as if every file allowed bfloat16
+# activations (bf16_allowed), for int4 exports that leave accuracy_level unset
+NBITS_ENV = "TRANSMUTER_MLX_NBITS"
 
 F32 = np.dtype(np.float32)
 _CACHE: dict[tuple, Any] = {}
@@ -54,10 +56,9 @@ def _unpack_bytes(data: np.ndarray, bits: int) -> np.ndarray:
     return codes[..., : (data.shape[-1] - pad) * 8 // bits]
 
 
-def _nbits_params(Bq, scales, zero_points, K, N, bits, block_size):
-    """Codes (N, k_blocks * block_size), scales and zero points (N, k_blocks), float32."""
+def _nbits_params(scales, zero_points, K, N, bits, block_size):
+    """Scales and zero points (N, k_blocks), float32."""
     k_blocks = -(-K // block_size)
-    codes = _unpack_bytes(np.reshape(Bq, (N, -1)), bits)
     s = np.asarray(scales, F32).reshape(N, k_blocks)
     if zero_points is None:
         zp = np.full((N, k_blocks), 2 ** (bits - 1), F32)
@@ -65,36 +66,46 @@ def _nbits_params(Bq, scales, zero_points, K, N, bits, block_size):
         zp = _unpack_bytes(np.reshape(zero_points, (N, -1)), bits)[:, :k_blocks].astype(F32)
     else:
         zp = np.asarray(zero_points, F32).reshape(N, k_blocks)
-    return codes, s, zp
+    return s, zp
 
 
-def keep_packed(B: Any) -> bool:
+def keep_packed(B: Any, bits: int = 4, bf16_activations: bool = False) -> bool:
     """Whether block-quantized weights stay packed (``quantized_matmul``) or are dequantized once to the compute
     dtype (a plain matmul, 4-8x the memory): ``TRANSMUTER_MLX_NBITS=packed`` or ``dense``, else packed where the
-    backend's packed kernel is the faster (GPUs), dense on CPUs (at SmolLM2-135M's shape, int4 decoding on
-    MLX's CPU ran 5 tokens/s packed, against 10 for its fp32 export)."""
+    backend's packed kernel is the faster: GPUs, and torch's CPU int4 kernel where the file allows bfloat16
+    activations (``B.packed_matmul_is_fast``); dense on MLX's CPU (at SmolLM2-135M's shape, int4 decoding ran 5
+    tokens/s packed, against 10 for its fp32 export)."""
     choice = os.environ.get(NBITS_ENV, "").strip().lower()
     if choice in ("packed", "dense"):
         return choice == "packed"
-    return B.packed_matmul_is_fast()
+    return B.packed_matmul_is_fast(bits, bf16_activations)
 
 
-def _nbits_plan(B, A_dtype, Bq, scales, zero_points, g_idx, K, N, bits, block_size):
+def bf16_allowed(accuracy_level: int) -> bool:
+    """MatMulNBits' ``accuracy_level`` is the lowest precision the file accepts for A: 1 float32, 2 float16, 3
+    bfloat16, 4 int8 (onnxruntime's CPU kernel then quantizes A to int8 per block: ~5e-3 of the largest output);
+    0 is unset, which onnxruntime computes in float32. ``TRANSMUTER_MLX_NBITS=bf16`` allows it everywhere."""
+    return accuracy_level >= 3 or os.environ.get(NBITS_ENV, "").strip().lower() == "bf16"
+
+
+def _nbits_plan(B, A_dtype, Bq, scales, zero_points, g_idx, K, N, bits, block_size, accuracy_level):
     k_blocks = -(-K // block_size)
-    codes, s, zp = _nbits_params(Bq, scales, zero_points, K, N, bits, block_size)
+    s, zp = _nbits_params(scales, zero_points, K, N, bits, block_size)
     natural = g_idx is None or np.array_equal(np.asarray(g_idx).reshape(-1), np.arange(K) // block_size)
     group = block_size if block_size in (32, 64, 128) else 128 if block_size > 128 else 0
-    if natural and bits in (2, 4, 8) and group and keep_packed(B):
+    bf16 = bf16_allowed(accuracy_level)
+    if natural and bits in (2, 4, 8) and group and keep_packed(B, bits, bf16):
         rep = block_size // group
         scale_g = np.repeat(s, rep, axis=1)
         bias_g = np.repeat(-s * zp, rep, axis=1)
         words = np.ascontiguousarray(np.reshape(Bq, (N, -1))).view("<u4")
-        dev = [B.asarray(words), B.asarray(scale_g.astype(A_dtype)), B.asarray(bias_g.astype(A_dtype))]
-        return ("packed", *dev, group, k_blocks * block_size)
+        weight = B.quantized_matmul_weight(words, scale_g.astype(A_dtype), bias_g.astype(A_dtype), group, bits, bf16)
+        return ("packed", weight, k_blocks * block_size)
     # dense, or a layout the packed kernel lacks: dequantize once on the host to (N, K), which the matmul reads
     # transposed (BLAS's own flag: no copy; ``B.matmul_weight`` of its transpose). In place, block by block:
     # Qwen3-0.6B's 151936 x 1024 head took 6-11 s and 2.5 GB above the codes with a transposed copy and
     # temporaries; now ~1 s and the weight alone.
+    codes = _unpack_bytes(np.reshape(Bq, (N, -1)), bits)  # (N, k_blocks * block_size)
     if natural:
         w = codes.reshape(N, k_blocks, block_size).astype(F32)
         w -= zp[:, :, None]
@@ -108,26 +119,40 @@ def _nbits_plan(B, A_dtype, Bq, scales, zero_points, g_idx, K, N, bits, block_si
 
 
 def _plan(B: Any, dt: np.dtype, Bq: Any, scales: Any, zero_points: Any, g_idx: Any, K: int, N: int, bits: int,
-          block_size: int) -> tuple:
+          block_size: int, accuracy_level: int) -> tuple:
     """``_nbits_plan`` for these weights and compute dtype, made once (cached by the arrays' identity)."""
-    return cached_per_weight(B, (Bq, scales, zero_points, g_idx), (dt.str, K, N, bits, block_size), lambda: _nbits_plan(
-        B, dt, Bq, scales, zero_points, g_idx, K, N, bits, block_size))  # fmt: skip
+    return cached_per_weight(B, (Bq, scales, zero_points, g_idx), (dt.str, K, N, bits, block_size, accuracy_level),
+                             lambda: _nbits_plan(B, dt, Bq, scales, zero_points, g_idx, K, N, bits, block_size,
+                                                 accuracy_level))  # fmt: skip
+
+
+def _packed_product(B: Any, A: Any, plan: tuple, K: int) -> Any:
+    """A by the packed plan's weight (``quantized_matmul``), A's last axis padded with zeros to whole blocks."""
+    _, weight, padded_k = plan
+    if padded_k != K:  # the last block's padding meets zeros
+        A = B.pad(A, [(0, 0)] * (len(B.shape(A)) - 1) + [(0, padded_k - K)], 0.0)
+    return B.quantized_matmul(A, weight)
 
 
 def _nbits_kernel(B: Any, A: Any, Bq: Any, scales: Any, zero_points: Any = None, g_idx: Any = None, bias: Any = None,
                   *, K: int, N: int, block_size: int, bits: int = 4, accuracy_level: int = 0,
                   weight_prepacked: int = 0) -> Any:  # fmt: skip
-    """The product with the weight dequantized once (the dense plan: CPUs), as a function of the op's inputs that
-    holds the transposed weight, without the plan lookup of each call; else None."""
+    """The product as a function of the op's inputs that holds the prepared weight, without the plan lookup of
+    each call; else None."""
     if weight_prepacked or Bq.size == 0:
         return None
-    plan = _plan(B, np.dtype(B.dtype(A)), Bq, scales, zero_points, g_idx, K, N, bits, block_size)
-    if plan[0] != "dense":
-        return None
-    weight = plan[1]
+    plan = _plan(B, np.dtype(B.dtype(A)), Bq, scales, zero_points, g_idx, K, N, bits, block_size, accuracy_level)
+    if plan[0] == "dense":
+        weight = plan[1]
+
+        def product(A: Any) -> Any:
+            return B.matmul(A, weight)
+    else:
+        def product(A: Any) -> Any:
+            return _packed_product(B, A, plan, K)
 
     def kernel(A: Any, *rest: Any) -> Any:
-        y = B.matmul(A, weight)
+        y = product(A)
         return y if len(rest) < 5 or rest[4] is None else B.add(y, rest[4])
 
     return kernel
@@ -138,22 +163,16 @@ def matmul_nbits_1(
     B: Any, A: Any, Bq: Any, scales: Any, zero_points: Any = None, g_idx: Any = None, bias: Any = None, *,
     K: int, N: int, block_size: int, bits: int = 4, accuracy_level: int = 0, weight_prepacked: int = 0,
 ) -> Any:  # fmt: skip
-    """``A @ dequantize(B).T + bias`` for weights block-quantized along K (accuracy_level is a hint)."""
+    """``A @ dequantize(B).T + bias`` for weights block-quantized along K; ``accuracy_level`` 3 or 4 lets A be
+    rounded to bfloat16 where the backend's fast kernel wants it (``bf16_allowed``)."""
     if weight_prepacked:
         raise NotImplementedError("MatMulNBits with weight_prepacked (an execution provider's layout)")
     dt = np.dtype(B.dtype(A))
-    lead = B.shape(A)[:-1]
     if Bq.size == 0:  # an omitted projection: zeros (plus bias)
-        y = B.zeros(lead + (N,), dt)
+        y = B.zeros(B.shape(A)[:-1] + (N,), dt)
     else:
-        plan = _plan(B, dt, Bq, scales, zero_points, g_idx, K, N, bits, block_size)
-        if plan[0] == "packed":
-            _, words, scale_g, bias_g, group, padded_k = plan
-            if padded_k != K:  # the last block's padding meets zeros
-                A = B.pad(A, [(0, 0)] * len(lead) + [(0, padded_k - K)], 0.0)
-            y = B.quantized_matmul(A, words, scale_g, bias_g, group, bits)
-        else:
-            y = B.matmul(A, plan[1])
+        plan = _plan(B, dt, Bq, scales, zero_points, g_idx, K, N, bits, block_size, accuracy_level)
+        y = _packed_product(B, A, plan, K) if plan[0] == "packed" else B.matmul(A, plan[1])
     return y if bias is None else B.add(y, bias)
 
 
