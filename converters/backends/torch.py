@@ -62,8 +62,6 @@ class TorchBackend:
     def __init__(self, device: str | None = None) -> None:
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         self._mask_facts: tuple[Any, tuple[bool, int, bool, bool]] = (None, (False, 0, False, False))  # the last mask
-        # 4-bit weights in torch's CPU int4 layout, made once per packed weight tensor (by its id, while
-        # it lives: a tensor's == is element-wise, so it cannot be a dict key itself)
         # float32 weights in oneDNN's blocked layout, by the id of the tensor ``matmul_weight`` returned (while it lives)
         self._onednn: dict[int, torch.Tensor] = {}
 
