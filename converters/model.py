@@ -15,6 +15,7 @@ import numpy as np
 import onnx
 from google.protobuf.message import DecodeError
 
+from . import heap
 from .backends import Backend, get_backend
 from .errors import InputError, ModelLoadError
 from .functions import expand_functions
@@ -178,8 +179,10 @@ class Model:
                 self._executables.move_to_end(key)
                 return exe, None
         flags = frozenset(n for n, a in arrays.items() if _is_flag(a))
+        before = heap.resident()
         exe = Executable(program, self.backend, arrays, compile, flags)
         first = exe.take_first_outputs()  # this caller's own: another thread never sees them
+        heap.release_if_grown(before)  # what the planning walk freed, glibc's heap keeps resident
         with self._lock:
             self._executables[key] = exe
             self._executables.move_to_end(key)
