@@ -71,7 +71,7 @@ class Program:
         missing = find_missing_ops(graph, self.opsets)
         if missing:
             raise UnsupportedOpError(missing, registered_versions())
-        constants: dict[str, Any] = {}  # values of Constant nodes, which a folded view may read (a Reshape's shape)
+        constants: dict[str, onnx.NodeProto] = {}  # Constant nodes, whose values a folded view may read (a shape)
         self.steps = [self._step(i, n) for i, n in enumerate(_topological(graph)) if not self._fold_view(n, constants)]
         self._dead: tuple[list[Step], list[list[str]]] | None = None  # ``dead_after``, made at first use
         self._subprograms: dict[int, Program] = {}
@@ -83,25 +83,29 @@ class Program:
         self.device_only: set[str] = set()
         self.parent: Program | None = None  # the program of the node whose subgraph this is
 
-    def _fold_view(self, node: onnx.NodeProto, constants: dict[str, Any]) -> bool:
+    def _fold_view(self, node: onnx.NodeProto, constants: dict[str, onnx.NodeProto]) -> bool:
         """Make a Reshape (Squeeze, Unsqueeze, Flatten) of initializers an initializer, once: a view of the weight.
         Run at each call it was a new array each time, so what an op prepares from a host weight (cached by the
         array) was made again per signature: the genai exports' tied embedding, GatherBlockQuantized of a
         Reshape of the head's int4 weight, 190 MB more per signature at Qwen3-0.6B's shape. ``constants``
-        gathers the Constant nodes' values (kept as steps too) for the shapes such a node reads."""
+        gathers the Constant nodes (kept as steps too) for the shapes such a node reads."""
         domain_ok = normalize_domain(node.domain) == ""
         if domain_ok and node.op_type == "Constant" and not node.input:
-            step = self._step(0, node)
-            constants[node.output[0]] = step.spec.fn(HOST, **step.attrs)
+            constants[node.output[0]] = node
             return False
         if not domain_ok or node.op_type not in _VIEW_OPS or node.output[0] in self.output_names:
             return False
-        args = [self.initializers.get(name, constants.get(name)) if name else None for name in node.input]
-        if any(name and a is None for name, a in zip(node.input, args)):
+        if any(name and name not in self.initializers and name not in constants for name in node.input):
             return False
-        step = self._step(0, node)
-        self.initializers[node.output[0]] = np.asarray(step.spec.fn(HOST, *args, **step.attrs))
+        args = [self.initializers[name] if name in self.initializers else
+                self._host_run(constants[name]) if name else None for name in node.input]
+        self.initializers[node.output[0]] = np.asarray(self._host_run(node, *args))
         return True
+
+    def _host_run(self, node: onnx.NodeProto, *args: Any) -> Any:
+        """The node's op on host values (at load: a folded view, the Constant it reads)."""
+        step = self._step(0, node)
+        return step.spec.fn(HOST, *args, **step.attrs)
 
     def _step(self, index: int, node: onnx.NodeProto) -> Step:
         domain = normalize_domain(node.domain)

@@ -126,8 +126,11 @@ def _plan(B: Any, dt: np.dtype, Bq: Any, scales: Any, zero_points: Any, g_idx: A
                                                  accuracy_level))  # fmt: skip
 
 
-def _packed_product(B: Any, A: Any, plan: tuple, K: int) -> Any:
-    """A by the packed plan's weight (``quantized_matmul``), A's last axis padded with zeros to whole blocks."""
+def _product(B: Any, A: Any, plan: tuple, K: int) -> Any:
+    """A by the plan's weight: a matmul on the dense one; ``quantized_matmul`` on the packed one, A's last axis
+    padded with zeros to whole blocks."""
+    if plan[0] == "dense":
+        return B.matmul(A, plan[1])
     _, weight, padded_k = plan
     if padded_k != K:  # the last block's padding meets zeros
         A = B.pad(A, [(0, 0)] * (len(B.shape(A)) - 1) + [(0, padded_k - K)], 0.0)
@@ -142,17 +145,9 @@ def _nbits_kernel(B: Any, A: Any, Bq: Any, scales: Any, zero_points: Any = None,
     if weight_prepacked or Bq.size == 0:
         return None
     plan = _plan(B, np.dtype(B.dtype(A)), Bq, scales, zero_points, g_idx, K, N, bits, block_size, accuracy_level)
-    if plan[0] == "dense":
-        weight = plan[1]
-
-        def product(A: Any) -> Any:
-            return B.matmul(A, weight)
-    else:
-        def product(A: Any) -> Any:
-            return _packed_product(B, A, plan, K)
 
     def kernel(A: Any, *rest: Any) -> Any:
-        y = product(A)
+        y = _product(B, A, plan, K)
         return y if len(rest) < 5 or rest[4] is None else B.add(y, rest[4])
 
     return kernel
@@ -171,8 +166,7 @@ def matmul_nbits_1(
     if Bq.size == 0:  # an omitted projection: zeros (plus bias)
         y = B.zeros(B.shape(A)[:-1] + (N,), dt)
     else:
-        plan = _plan(B, dt, Bq, scales, zero_points, g_idx, K, N, bits, block_size, accuracy_level)
-        y = _packed_product(B, A, plan, K) if plan[0] == "packed" else B.matmul(A, plan[1])
+        y = _product(B, A, _plan(B, dt, Bq, scales, zero_points, g_idx, K, N, bits, block_size, accuracy_level), K)
     return y if bias is None else B.add(y, bias)
 
 
