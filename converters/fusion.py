@@ -74,8 +74,9 @@ class _Match:
 class _Index:
     """Who produces and who reads each value of a graph, and its small constants."""
 
-    def __init__(self, graph: onnx.GraphProto, opsets: dict[str, int]):
+    def __init__(self, graph: onnx.GraphProto, opsets: dict[str, int], parent: _Index | None = None):
         self.opsets = opsets
+        self.parent = parent  # the enclosing graph's index, for the outer-scope names a subgraph reads
         self.nodes = list(graph.node)
         self.producer = {o: i for i, n in enumerate(self.nodes) for o in n.output if o}
         self.readers: dict[str, list[int]] = collections.defaultdict(list)
@@ -114,6 +115,8 @@ class _Index:
 
     def const(self, name: str) -> np.ndarray | None:
         """The value of an initializer or ``Constant`` output with at most one element."""
+        if self._outer(name):
+            return self.parent.const(name)
         if name in self.initializers:
             t = self.initializers[name]
             return numpy_helper.to_array(t) if math.prod(t.dims) == 1 else None
@@ -129,6 +132,8 @@ class _Index:
         """The initializer ``name`` is, directly or through ``Identity`` nodes (optimum shares equal
         weights that way)."""
         for _ in range(8):
+            if self._outer(name):
+                return self.parent.initializer(name)
             if name in self.initializers:
                 return self.initializers[name]
             _, n = self.node(name, "Identity")
@@ -160,6 +165,9 @@ class _Index:
             if n in self.feeds or self._host.get(n) is False:
                 self._host[name] = False
                 return False
+            if self._outer(n) and not self.parent.host_computable(n):
+                self._host[name] = False
+                return False
             i = self.producer.get(n)
             if i is None:
                 continue  # an outer-scope name: left to the planner
@@ -172,6 +180,11 @@ class _Index:
             todo.extend(node.input)
         self._host[name] = True
         return True
+
+    def _outer(self, name: str) -> bool:
+        """Whether ``name`` is a value of an enclosing graph (a subgraph's capture)."""
+        return (self.parent is not None and name not in self.producer and name not in self.initializers
+                and name not in self.feeds)
 
     def factor(self, name: str) -> bool:
         """A scale factor: a one-element constant, or a value computed from shapes."""
@@ -492,9 +505,8 @@ _PATTERNS = (
 )
 
 
-def find_matches(graph: onnx.GraphProto, opsets: dict[str, int]) -> list[_Match]:
-    """Every fusable chain of ``graph`` (not of its subgraphs), none overlapping another."""
-    ix = _Index(graph, opsets)
+def _matches(ix: _Index) -> list[_Match]:
+    """Every fusable chain of the graph ``ix`` indexes (not of its subgraphs), none overlapping another."""
     matches, used = [], set()
     for i, node in enumerate(ix.nodes):
         for op_type, match, _ in _PATTERNS:
@@ -510,36 +522,54 @@ def find_matches(graph: onnx.GraphProto, opsets: dict[str, int]) -> list[_Match]
 def fuse(
     proto: onnx.ModelProto, opsets: dict[str, int], in_place: bool = False
 ) -> tuple[onnx.ModelProto, dict[str, int]]:
-    """``proto`` with its fusable chains rewritten, and its opsets with the fused nodes' domains added.
+    """``proto`` with its fusable chains rewritten, and its opsets with the fused nodes' domains added. Subgraphs
+    too: the branches of a merged decoder's If are the decoder itself.
 
     The caller's proto is never edited: the result is a copy, unless ``in_place`` (a proto the caller
     read for this model), where the nodes are rewritten in place so that the weights are not copied.
     """
-    matches = find_matches(proto.graph, opsets)
-    if not matches:
+    if not _any_match(proto.graph, opsets, None):
         return proto, opsets
-    graph = proto.graph
+    out = proto
+    if not in_place:
+        out = onnx.ModelProto()
+        out.CopyFrom(proto)
+    domains = _fuse_graph(out.graph, opsets, None)
+    opsets = dict(opsets)
+    for domain in sorted(domains - set(opsets)):
+        opsets[domain] = 1
+        out.opset_import.add(domain=domain, version=1)
+    return out, opsets
+
+
+def _subgraphs(graph: onnx.GraphProto) -> list[onnx.GraphProto]:
+    return [g for n in graph.node for a in n.attribute
+            for g in ([a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs))]
+
+
+def _any_match(graph: onnx.GraphProto, opsets: dict[str, int], parent: _Index | None) -> bool:
+    ix = _Index(graph, opsets, parent)
+    return bool(_matches(ix)) or any(_any_match(g, opsets, ix) for g in _subgraphs(graph))
+
+
+def _fuse_graph(graph: onnx.GraphProto, opsets: dict[str, int], parent: _Index | None) -> set[str]:
+    """Rewrite the chains of ``graph`` and of its subgraphs in place; the domains of the fused nodes."""
+    ix = _Index(graph, opsets, parent)
+    matches = _matches(ix)
+    domains = {m.node.domain for m in matches}
+    for g in _subgraphs(graph):  # before the rewrite: ``ix`` indexes the nodes as they are
+        domains |= _fuse_graph(g, opsets, ix)
+    if not matches:
+        return domains
     replace = {m.removed[-1]: m.node for m in matches}
     removed = {i for m in matches for i in m.removed}
     kept = [i for i in range(len(graph.node)) if i in replace or i not in removed]
     kept = _without_dead_constants(kept, [replace.get(i, graph.node[i]) for i in kept], graph)
-    if in_place:
-        out = proto
-        for i, node in replace.items():
-            out.graph.node[i].CopyFrom(node)
-        for i in sorted(set(range(len(graph.node))) - set(kept), reverse=True):
-            del out.graph.node[i]
-    else:
-        out = onnx.ModelProto()
-        out.CopyFrom(proto)
-        del out.graph.node[:]
-        out.graph.node.extend(replace.get(i, graph.node[i]) for i in kept)
-    opsets = dict(opsets)
-    for domain in {d for _, _, d in _PATTERNS if any(m.node.domain == d for m in matches)}:
-        if domain not in opsets:
-            opsets[domain] = 1
-            out.opset_import.add(domain=domain, version=1)
-    return out, opsets
+    for i, node in replace.items():
+        graph.node[i].CopyFrom(node)
+    for i in sorted(set(range(len(graph.node))) - set(kept), reverse=True):
+        del graph.node[i]
+    return domains
 
 
 def _without_dead_constants(kept: list[int], nodes: list[onnx.NodeProto], graph: onnx.GraphProto) -> list[int]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import collections
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -155,13 +155,21 @@ class Program:
         """Initializers that every reader takes as the right operand of a MatMul or of a fused MatMulAdd (a linear
         layer's weight)."""
         reads: dict[str, set[tuple[str, str, int]]] = collections.defaultdict(set)
-        for step in self.steps:
-            for i, name in enumerate(step.inputs):
-                reads[name].add((step.spec.domain, step.spec.op_type, i))
-            for name in step.captures:
-                reads[name].add(("", "", -1))
+        for name, domain, op_type, i in self._reads():
+            reads[name].add((domain, op_type, i))
         linear = {(DEFAULT_DOMAIN, "MatMul", 1), (FUSED_DOMAIN, "MatMulAdd", 1)}
         return {n for n, r in reads.items() if r and r <= linear}
+
+    def _reads(self) -> Iterator[tuple[str, str, str, int]]:
+        """(name, domain, op_type, input index) of each read of a value by a step, and by the steps of its subgraphs
+        of a value they capture (the branches of a merged decoder's If read the outer graph's weights)."""
+        for step in self.steps:
+            for i, name in enumerate(step.inputs):
+                yield name, step.spec.domain, step.spec.op_type, i
+            for graph in step.subgraphs.values():
+                child = self.subprogram(graph)
+                own = set(child.input_names) | set(child.initializers) | {o for s in child.steps for o in s.outputs}
+                yield from (read for read in child._reads() if read[0] not in own)
 
     def _read_on_host_only(self) -> set[str]:
         """Initializers that every reader takes on the host: a static input (MatMulNBits' packed weights,

@@ -17,6 +17,7 @@ from google.protobuf.message import DecodeError
 
 from . import heap
 from .backends import Backend, get_backend
+from .branches import inline_branches
 from .errors import InputError, ModelLoadError
 from .functions import expand_functions
 from .fusion import fuse
@@ -92,8 +93,9 @@ class Model:
         self._infos = {v.name: _info(v) for v in proto.graph.input}
         self.outputs = [_info(v) for v in proto.graph.output]
         self._executables: OrderedDict[tuple, Executable] = OrderedDict()
-        # outputs wanted at the last position -> (the program for them, those it computes whole)
-        self._last_programs: dict[frozenset[str], tuple[Program, set[str]]] = {}
+        # (outputs wanted at the last position, flag values) -> (the program for them, those it computes whole)
+        self._variants: dict[tuple[frozenset[str], frozenset], tuple[Program, set[str]]] = {}
+        self._flag_ifs = any(s.spec.op_type == "If" and s.inputs[0] in self._infos for s in self.program.steps)
         self._lock = threading.Lock()  # the signature cache is shared by the threads that call the model
 
     def __call__(self, feeds: Mapping[str, Any], *, unchecked: Collection[str] = (),
@@ -121,14 +123,15 @@ class Model:
         sequence, not all of them (``last_position.py``).
         """
         arrays, host = self._check_feeds(feeds)
-        program, sliced = self._program_for(frozenset(last_position))
+        flags = frozenset((n, bool(np.asarray(a).reshape(-1)[0])) for n, a in arrays.items() if _is_flag(a) and a.size)
+        program, sliced = self._program_for(frozenset(last_position), flags)
         self.backend.prepare_thread()
         if self.random and noise and seed is not None:
             with draws(np.random.default_rng(_check_seed(seed))):
                 out = Interpreter(program, self.backend, sync=True).run(arrays)
             return self._last_rows({n: self._to_backend(v) for n, v in out.items()}, sliced)
         key = tuple((n, _signature(a, self.backend)) for n, a in arrays.items())
-        if program is not self.program:
+        if last_position:
             key += (("last_position", tuple(sorted(last_position))),)
         if self.random and not noise:
             with draws(FIXED):  # fixed values are constants of the signature: planned and compiled apart
@@ -136,19 +139,23 @@ class Model:
                 return self._last_rows(self._run(key, program, arrays, host, unchecked, compile), sliced)
         return self._last_rows(self._run(key, program, arrays, host, unchecked, compile), sliced)
 
-    def _program_for(self, last: frozenset[str]) -> tuple[Program, set[str]]:
-        """The program computing the outputs ``last`` at the last position, and those of them it computes whole."""
-        if not last:
+    def _program_for(self, last: frozenset[str],
+                     flags: frozenset[tuple[str, bool]] = frozenset()) -> tuple[Program, set[str]]:
+        """The program for these flag values (each If on a flag replaced by its branch, ``branches.py``) computing
+        the outputs ``last`` at the last position, and those of ``last`` it computes whole."""
+        if not last and not self._flag_ifs:
             return self.program, set()
         unknown = sorted(last - set(self.program.output_names))
         if unknown:
             raise InputError(f"{self.name}: last_position names {unknown}, not outputs of the model "
                              f"({self.program.output_names})")
+        key = (last, flags if self._flag_ifs else frozenset())
         with self._lock:
-            if last not in self._last_programs:
+            if key not in self._variants:
+                program = inline_branches(self.program, dict(key[1]))
                 ranks = {o.name: None if o.shape is None else len(o.shape) for o in self.outputs}
-                self._last_programs[last] = last_position(self.program, last, ranks)
-            return self._last_programs[last]
+                self._variants[key] = last_position(program, last, ranks) if last else (program, set())
+            return self._variants[key]
 
     def _last_rows(self, out: dict[str, Any], names: set[str]) -> dict[str, Any]:
         """``out`` with each of ``names`` cut to its last position on axis 1 (an output no Slice went before)."""
