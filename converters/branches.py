@@ -41,8 +41,11 @@ def inline_branches(program: Program, flags: Mapping[str, bool]) -> Program:
     signature) replaced by the branch it takes; ``program`` itself when it has none."""
     if not any(_taken_branch(step, flags) is not None for step in program.steps):
         return program
-    variant = copy.copy(program)  # shares the weights and their device copies
+    variant = copy.copy(program)
     variant.initializers = dict(program.initializers)
+    # the weights' device copies are shared; a value computed from constants is cached by its name, and the two
+    # branches of an export give one name to different values (each layer's position bias, a scale)
+    variant.device_constants = {k: v for k, v in program.device_constants.items() if k[0] in program.initializers}
     variant.steps = []
     outer = _names(program)
     for step in program.steps:

@@ -3,7 +3,8 @@ a branch are fused like the main graph's (``converters/fusion.py``): against onn
 
 The graph is a merged decoder in small: one If on ``use_cache_branch`` whose branches read the outer graph's
 weights (a linear layer, a GELU whose constant is the outer graph's), reuse an outer value's name, output a constant of
-their own, and hold a second If on the same flag.
+their own, compute a constant named alike in both (each flag's replay must hold its own), and hold a second If on the
+same flag.
 """
 
 from __future__ import annotations
@@ -44,9 +45,10 @@ def _branch(tag: str, scale: float) -> onnx.GraphProto:
     nodes = [oh.make_node("MatMul", ["x", "w"], ["h"]),  # "h": the outer graph's name too
              oh.make_node("Add", ["h", "b"], [f"lin_{tag}"]),
              *_gelu(f"lin_{tag}", f"g_{tag}", tag),
-             oh.make_node("Mul", [f"g_{tag}", f"k_{tag}"], [f"y_{tag}"]),
+             oh.make_node("Mul", ["k", "k"], ["kk"]),  # a constant of the branch, named alike in both
+             oh.make_node("Mul", [f"g_{tag}", "kk"], [f"y_{tag}"]),
              oh.make_node("If", ["use_cache_branch"], [f"nested_{tag}"], then_branch=inner, else_branch=inner_other)]
-    k = numpy_helper.from_array(np.array(scale, np.float32), f"k_{tag}")
+    k = numpy_helper.from_array(np.array(scale, np.float32), "k")
     c = numpy_helper.from_array(np.full(3, scale, np.float32), f"c_{tag}")
     outs = [f"y_{tag}", f"nested_{tag}", f"c_{tag}"]
     return oh.make_graph(nodes, tag, [], [_out(o) for o in outs], [k, c])
