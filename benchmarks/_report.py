@@ -1,13 +1,19 @@
-"""Pieces every benchmark report shares: an engine's error cell, the machine it ran on, memory and weight sizes."""
+"""Pieces every benchmark report shares: an engine's error cell, the machine it ran on, memory and weight sizes, and
+the interleaved timed passes of engines side by side with their table rows."""
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
 import platform
+import statistics
 import sys
+import time
 import traceback
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 
 def error_cell(e: Exception, verbose: bool) -> str:
@@ -53,3 +59,98 @@ def weights_mb(onnx_file: Path | None = None, safetensors_in: Path | None = None
     else:
         files = [onnx_file, *onnx_file.parent.glob(onnx_file.name + "_data")]
     return sum(f.stat().st_size for f in files if f.is_file()) / 2**20
+
+
+def interleaved_passes(engines: Iterable[str], make: Callable[[str], Callable[[], Any]], runs: int,
+                       verbose: bool) -> dict[str, dict]:
+    """Each engine's cell: ``make(kind)`` gives its runner, called once to warm up (plans every shape), then ``runs``
+    timed passes of every engine in turn, so that other jobs on a shared machine slow them alike. A cell holds the
+    median ``seconds``, ``output_equals_transformers`` (None without a transformers engine) and ``vs_onnxruntime``
+    / ``vs_transformers`` (above 1: faster), or ``error`` for an engine that failed."""
+    engines = list(engines)
+    runners, outputs, times, errors = {}, {}, {e: [] for e in engines}, {}
+    for kind in engines:
+        try:
+            runners[kind] = make(kind)
+            outputs[kind] = runners[kind]()
+        except Exception as e:  # noqa: BLE001 - one engine's failure leaves the others' numbers
+            errors[kind] = error_cell(e, verbose)
+    for _ in range(runs):
+        for kind, run in runners.items():
+            if kind in errors:
+                continue
+            t0 = time.perf_counter()
+            try:
+                outputs[kind] = run()
+            except Exception as e:  # noqa: BLE001
+                errors[kind] = error_cell(e, verbose)
+                continue
+            times[kind].append(time.perf_counter() - t0)
+    cells: dict[str, dict] = {}
+    for kind in engines:
+        if kind in errors:
+            cells[kind] = {"error": errors[kind]}
+            continue
+        same = outputs["transformers"] == outputs[kind] if "transformers" in outputs else None
+        cells[kind] = {"seconds": round(statistics.median(times[kind]), 3), "output_equals_transformers": same}
+    for cell in cells.values():
+        for ref in ("onnxruntime", "transformers"):
+            if "seconds" in cell and "seconds" in cells.get(ref, {}):
+                cell[f"vs_{ref}"] = round(cells[ref]["seconds"] / cell["seconds"], 2)
+    return cells
+
+
+def passes_per_batch(engines: Iterable[str], batches: Iterable[int], make: Callable[[str, int], Callable[[], Any]],
+                     runs: int, verbose: bool, figures: Callable[[float], dict]) -> dict:
+    """``interleaved_passes`` at each batch (``make(kind, batch)`` gives a runner), each cell with the ``figures`` of
+    its seconds added (tokens/s, × real time), and the environment: ``{"batches": ..., "environment": ...}``."""
+    engines, results = list(engines), {}
+    for batch in batches:
+        cells = interleaved_passes(engines, lambda kind, b=batch: make(kind, b), runs, verbose)
+        for cell in cells.values():
+            if "seconds" in cell:
+                cell.update(figures(cell["seconds"]))
+        results[batch] = cells
+        if verbose:
+            print(f"batch {batch}: {json.dumps(cells)}", file=sys.stderr)
+    return {"batches": results, "environment": environment(["mlx", "torch", "onnxruntime", "transformers", "numpy"])}
+
+
+def engines_table(results: dict, labels: Mapping[str, str], column: str, value: Callable[[dict], str]) -> list[str]:
+    """The lines of a table of ``interleaved_passes``' cells for each batch (``results["batches"]``), with ``column``
+    (a cell's ``value``) between the seconds and the ratios, then the environment line."""
+    lines = [f"| B | engine | seconds | {column} | vs onnxruntime | vs transformers | text = transformers' |",
+             "|---|---|---|---|---|---|---|"]
+    for batch, cells in results["batches"].items():
+        for kind, cell in cells.items():
+            if "error" in cell:
+                lines.append(f"| {batch} | {labels[kind]} | {cell['error']} | | | | |")
+                continue
+            same = cell["output_equals_transformers"]
+            lines.append(f"| {batch} | {labels[kind]} | {cell['seconds']:.2f} | {value(cell)} | "
+                         f"{cell.get('vs_onnxruntime', '')} | {cell.get('vs_transformers', '')} | "
+                         f"{'' if same is None else 'yes' if same else 'no'} |")
+    env = results["environment"]
+    return [*lines, "", "Environment: " + ", ".join(f"{k} {v}" for k, v in env.items()) + "."]
+
+
+def engines_arguments(doc: str, output: Path, batches: str = "1,4") -> argparse.ArgumentParser:
+    """The options of a benchmark of engines side by side: --engines, --batches, --runs, --json, --output, --verbose."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser.add_argument("--engines", default="mlx,torch,onnxruntime,transformers")
+    parser.add_argument("--batches", default=batches)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--output", default=str(output))
+    parser.add_argument("--verbose", action="store_true")
+    return parser
+
+
+def publish(results: dict, text: str, args: argparse.Namespace) -> int:
+    """Print the results (and their JSON with --json) and write the table to --output unless it is empty."""
+    if args.json:
+        print(json.dumps(results, indent=1))
+    print(text)
+    if args.output:
+        Path(args.output).write_text(text)
+    return 0

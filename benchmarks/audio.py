@@ -25,12 +25,10 @@ last column says whether the engine's text equals transformers'.
 
 from __future__ import annotations
 
-import argparse
+import functools
 import json
 import os
-import statistics
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -40,9 +38,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # see benchmarks/vision.py: PyTorch beside our OpenBLAS
 
-from benchmarks._report import environment, error_cell  # noqa: E402
+from benchmarks._report import engines_arguments, engines_table, passes_per_batch, publish  # noqa: E402
 
-ENGINES = ("mlx", "torch", "onnxruntime", "transformers")
 LABELS = {"mlx": "ours: mlx", "torch": "ours: torch", "onnxruntime": "onnxruntime (our loop)",
           "transformers": "transformers"}
 CLIP = "long"
@@ -84,44 +81,9 @@ def measure(engines: list[str], batches: list[int], runs: int, verbose: bool) ->
     folder = build("whisper-tiny.en")
     audio, rate = speech(CLIP)
     seconds_of_audio = len(audio) / rate
-    results: dict = {"audio_seconds": round(seconds_of_audio, 2), "batches": {}}
-    for batch in batches:
-        runners, texts, times, errors = {}, {}, {e: [] for e in engines}, {}
-        for kind in engines:
-            try:
-                runners[kind] = transcriber(kind, folder, batch)
-                texts[kind] = runners[kind](audio)  # warm-up: compiles every shape
-            except Exception as e:  # noqa: BLE001 - one engine's failure leaves the others' numbers
-                errors[kind] = error_cell(e, verbose)
-        for _ in range(runs):
-            for kind, run in runners.items():
-                if kind in errors:
-                    continue
-                t0 = time.perf_counter()
-                try:
-                    texts[kind] = run(audio)
-                except Exception as e:  # noqa: BLE001
-                    errors[kind] = error_cell(e, verbose)
-                    continue
-                times[kind].append(time.perf_counter() - t0)
-        cells = {}
-        for kind in engines:
-            if kind in errors:
-                cells[kind] = {"error": errors[kind]}
-                continue
-            s = statistics.median(times[kind])
-            cells[kind] = {"seconds": round(s, 3), "x_real_time": round(seconds_of_audio / s, 2),
-                           "text_equals_transformers": texts.get("transformers") == texts[kind]
-                           if "transformers" in texts else None}
-        for cell in cells.values():
-            for ref in ("onnxruntime", "transformers"):
-                if "seconds" in cell and "seconds" in cells.get(ref, {}):
-                    cell[f"vs_{ref}"] = round(cells[ref]["seconds"] / cell["seconds"], 2)
-        results["batches"][batch] = cells
-        if verbose:
-            print(f"batch {batch}: {json.dumps(cells)}", file=sys.stderr)
-    results["environment"] = environment(["mlx", "torch", "onnxruntime", "transformers", "numpy"])
-    return results
+    results = passes_per_batch(engines, batches, lambda kind, b: functools.partial(transcriber(kind, folder, b), audio),
+                               runs, verbose, lambda s: {"x_real_time": round(seconds_of_audio / s, 2)})
+    return {"audio_seconds": round(seconds_of_audio, 2), **results}
 
 
 def markdown(results: dict, runs: int) -> str:
@@ -134,41 +96,15 @@ def markdown(results: dict, runs: int) -> str:
         "Ratios above 1: ours is faster. "
         "Produced by `python benchmarks/audio.py`.",
         "",
-        "| B | engine | seconds | × real time | vs onnxruntime | vs transformers | text = transformers' |",
-        "|---|---|---|---|---|---|---|",
     ]
-    for batch, cells in results["batches"].items():
-        for kind, cell in cells.items():
-            if "error" in cell:
-                lines.append(f"| {batch} | {LABELS[kind]} | {cell['error']} | | | | |")
-                continue
-            lines.append(
-                f"| {batch} | {LABELS[kind]} | {cell['seconds']:.2f} | {cell['x_real_time']:.1f} | "
-                f"{cell.get('vs_onnxruntime', '')} | {cell.get('vs_transformers', '')} | "
-                f"{'' if cell['text_equals_transformers'] is None else 'yes' if cell['text_equals_transformers'] else 'no'} |"
-            )
-    env = results["environment"]
-    lines += ["", "Environment: " + ", ".join(f"{k} {v}" for k, v in env.items()) + "."]
+    lines += engines_table(results, LABELS, "× real time", lambda cell: f"{cell['x_real_time']:.1f}")
     return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--engines", default=",".join(ENGINES))
-    parser.add_argument("--batches", default="1,4")
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--json", action="store_true")
-    parser.add_argument("--output", default=str(ROOT / "benchmarks" / "results" / "audio.md"))
-    parser.add_argument("--verbose", action="store_true")
-    args = parser.parse_args(argv)
+    args = engines_arguments(__doc__, ROOT / "benchmarks" / "results" / "audio.md").parse_args(argv)
     results = measure(args.engines.split(","), [int(b) for b in args.batches.split(",")], args.runs, args.verbose)
-    if args.json:
-        print(json.dumps(results, indent=1))
-    text = markdown(results, args.runs)
-    print(text)
-    if args.output:
-        Path(args.output).write_text(text)
-    return 0
+    return publish(results, markdown(results, args.runs), args)
 
 
 if __name__ == "__main__":

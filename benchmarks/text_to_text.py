@@ -20,12 +20,9 @@ transformers' decoded ones.
 
 from __future__ import annotations
 
-import argparse
-import json
+import functools
 import os
-import statistics
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -34,9 +31,8 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from benchmarks._report import environment, error_cell  # noqa: E402
+from benchmarks._report import engines_arguments, engines_table, passes_per_batch, publish  # noqa: E402
 
-ENGINES = ("mlx", "torch", "onnxruntime", "transformers")
 LABELS = {"mlx": "ours: mlx", "torch": "ours: torch", "onnxruntime": "onnxruntime (our loop)",
           "transformers": "transformers"}
 TEXTS = [
@@ -100,44 +96,9 @@ def translator(kind: str, folder: Path, batch: int, new: int) -> Any:
 
 def measure(engines: list[str], batches: list[int], runs: int, new: int, verbose: bool) -> dict:
     folder = model_folder()
-    results: dict = {"new_tokens": new, "texts": len(TEXTS), "batches": {}}
-    for batch in batches:
-        runners, texts, times, errors = {}, {}, {e: [] for e in engines}, {}
-        for kind in engines:
-            try:
-                runners[kind] = translator(kind, folder, batch, new)
-                texts[kind] = runners[kind](TEXTS)  # warm-up: plans every shape
-            except Exception as e:  # noqa: BLE001 - one engine's failure leaves the others' numbers
-                errors[kind] = error_cell(e, verbose)
-        for _ in range(runs):  # interleaved: other jobs on a shared machine slow every engine alike
-            for kind, run in runners.items():
-                if kind in errors:
-                    continue
-                t0 = time.perf_counter()
-                try:
-                    texts[kind] = run(TEXTS)
-                except Exception as e:  # noqa: BLE001
-                    errors[kind] = error_cell(e, verbose)
-                    continue
-                times[kind].append(time.perf_counter() - t0)
-        cells = {}
-        for kind in engines:
-            if kind in errors:
-                cells[kind] = {"error": errors[kind]}
-                continue
-            s = statistics.median(times[kind])
-            cells[kind] = {"seconds": round(s, 3), "tokens_per_s": round(new * len(TEXTS) / s, 1),
-                           "text_equals_transformers": texts.get("transformers") == texts[kind]
-                           if "transformers" in texts else None}
-        for cell in cells.values():
-            for ref in ("onnxruntime", "transformers"):
-                if "seconds" in cell and "seconds" in cells.get(ref, {}):
-                    cell[f"vs_{ref}"] = round(cells[ref]["seconds"] / cell["seconds"], 2)
-        results["batches"][batch] = cells
-        if verbose:
-            print(f"batch {batch}: {json.dumps(cells)}", file=sys.stderr)
-    results["environment"] = environment(["mlx", "torch", "onnxruntime", "transformers", "numpy"])
-    return results
+    results = passes_per_batch(engines, batches, lambda kind, b: functools.partial(translator(kind, folder, b, new), TEXTS),
+                               runs, verbose, lambda s: {"tokens_per_s": round(new * len(TEXTS) / s, 1)})
+    return {"new_tokens": new, "texts": len(TEXTS), **results}
 
 
 def markdown(results: dict, runs: int) -> str:
@@ -149,44 +110,18 @@ def markdown(results: dict, runs: int) -> str:
         f"of {runs} passes after a warm-up; onnxruntime on its default threads. Ratios above 1: ours is faster. "
         "Produced by `python benchmarks/text_to_text.py`.",
         "",
-        "| B | engine | seconds | new tokens/s | vs onnxruntime | vs transformers | text = transformers' |",
-        "|---|---|---|---|---|---|---|",
     ]
-    for batch, cells in results["batches"].items():
-        for kind, cell in cells.items():
-            if "error" in cell:
-                lines.append(f"| {batch} | {LABELS[kind]} | {cell['error']} | | | | |")
-                continue
-            same = cell["text_equals_transformers"]
-            lines.append(
-                f"| {batch} | {LABELS[kind]} | {cell['seconds']:.2f} | {cell['tokens_per_s']:.0f} | "
-                f"{cell.get('vs_onnxruntime', '')} | {cell.get('vs_transformers', '')} | "
-                f"{'' if same is None else 'yes' if same else 'no'} |"
-            )
-    env = results["environment"]
-    lines += ["", "Environment: " + ", ".join(f"{k} {v}" for k, v in env.items()) + "."]
+    lines += engines_table(results, LABELS, "new tokens/s", lambda cell: f"{cell['tokens_per_s']:.0f}")
     return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--engines", default=",".join(ENGINES))
-    parser.add_argument("--batches", default="1,4")
-    parser.add_argument("--runs", type=int, default=3)
+    parser = engines_arguments(__doc__, ROOT / "benchmarks" / "results" / "text_to_text.md")
     parser.add_argument("--new-tokens", type=int, default=32)
-    parser.add_argument("--json", action="store_true")
-    parser.add_argument("--output", default=str(ROOT / "benchmarks" / "results" / "text_to_text.md"))
-    parser.add_argument("--verbose", action="store_true")
     args = parser.parse_args(argv)
     results = measure(args.engines.split(","), [int(b) for b in args.batches.split(",")], args.runs,
                       args.new_tokens, args.verbose)
-    if args.json:
-        print(json.dumps(results, indent=1))
-    text = markdown(results, args.runs)
-    print(text)
-    if args.output:
-        Path(args.output).write_text(text)
-    return 0
+    return publish(results, markdown(results, args.runs), args)
 
 
 if __name__ == "__main__":
