@@ -528,13 +528,14 @@ def fuse(
     The caller's proto is never edited: the result is a copy, unless ``in_place`` (a proto the caller
     read for this model), where the nodes are rewritten in place so that the weights are not copied.
     """
-    if not _any_match(proto.graph, opsets, None):
+    plan = _plan(proto.graph, opsets, None)
+    if not plan.fuses_any():
         return proto, opsets
     out = proto
     if not in_place:
         out = onnx.ModelProto()
         out.CopyFrom(proto)
-    domains = _fuse_graph(out.graph, opsets, None)
+    domains = _apply(out.graph, plan)
     opsets = dict(opsets)
     for domain in sorted(domains - set(opsets)):
         opsets[domain] = 1
@@ -542,27 +543,38 @@ def fuse(
     return out, opsets
 
 
+@dataclass
+class _Plan:
+    """The chains of one graph, and the plans of its subgraphs in ``_subgraphs`` order."""
+
+    matches: list[_Match]
+    subgraphs: list[_Plan]
+
+    def fuses_any(self) -> bool:
+        return bool(self.matches) or any(p.fuses_any() for p in self.subgraphs)
+
+
 def _subgraphs(graph: onnx.GraphProto) -> list[onnx.GraphProto]:
     return [g for n in graph.node for a in n.attribute
             for g in ([a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs))]
 
 
-def _any_match(graph: onnx.GraphProto, opsets: dict[str, int], parent: _Index | None) -> bool:
+def _plan(graph: onnx.GraphProto, opsets: dict[str, int], parent: _Index | None) -> _Plan:
+    """The chains to fuse in ``graph`` and in its subgraphs (whose index looks outer names up in ``graph``'s)."""
     ix = _Index(graph, opsets, parent)
-    return bool(_matches(ix)) or any(_any_match(g, opsets, ix) for g in _subgraphs(graph))
+    return _Plan(_matches(ix), [_plan(g, opsets, ix) for g in _subgraphs(graph)])
 
 
-def _fuse_graph(graph: onnx.GraphProto, opsets: dict[str, int], parent: _Index | None) -> set[str]:
-    """Rewrite the chains of ``graph`` and of its subgraphs in place; the domains of the fused nodes."""
-    ix = _Index(graph, opsets, parent)
-    matches = _matches(ix)
-    domains = {m.node.domain for m in matches}
-    for g in _subgraphs(graph):  # before the rewrite: ``ix`` indexes the nodes as they are
-        domains |= _fuse_graph(g, opsets, ix)
-    if not matches:
+def _apply(graph: onnx.GraphProto, plan: _Plan) -> set[str]:
+    """Rewrite the chains of ``plan`` in ``graph`` (the graph it was made from, or a copy) and in its subgraphs, in
+    place; the domains of the fused nodes."""
+    domains = {m.node.domain for m in plan.matches}
+    for g, sub in zip(_subgraphs(graph), plan.subgraphs, strict=True):  # before the node indices move
+        domains |= _apply(g, sub)
+    if not plan.matches:
         return domains
-    replace = {m.removed[-1]: m.node for m in matches}
-    removed = {i for m in matches for i in m.removed}
+    replace = {m.removed[-1]: m.node for m in plan.matches}
+    removed = {i for m in plan.matches for i in m.removed}
     kept = [i for i in range(len(graph.node)) if i in replace or i not in removed]
     kept = _without_dead_constants(kept, [replace.get(i, graph.node[i]) for i in kept], graph)
     for i, node in replace.items():

@@ -123,7 +123,8 @@ class Model:
         sequence, not all of them (``last_position.py``).
         """
         arrays, host = self._check_feeds(feeds)
-        flags = frozenset((n, bool(np.asarray(a).reshape(-1)[0])) for n, a in arrays.items() if _is_flag(a) and a.size)
+        flags = (frozenset((n, bool(np.asarray(a).reshape(-1)[0])) for n, a in arrays.items() if _is_flag(a) and a.size)
+                 if self._flag_ifs else frozenset())
         program, sliced = self._program_for(frozenset(last_position), flags)
         self.backend.prepare_thread()
         if self.random and noise and seed is not None:
@@ -141,18 +142,19 @@ class Model:
 
     def _program_for(self, last: frozenset[str],
                      flags: frozenset[tuple[str, bool]] = frozenset()) -> tuple[Program, set[str]]:
-        """The program for these flag values (each If on a flag replaced by its branch, ``branches.py``) computing
-        the outputs ``last`` at the last position, and those of ``last`` it computes whole."""
+        """The program for these flag values (each If on a flag replaced by its branch, ``branches.py``; empty when
+        no If reads a flag) computing the outputs ``last`` at the last position, and those of ``last`` it computes
+        whole."""
         if not last and not self._flag_ifs:
             return self.program, set()
         unknown = sorted(last - set(self.program.output_names))
         if unknown:
             raise InputError(f"{self.name}: last_position names {unknown}, not outputs of the model "
                              f"({self.program.output_names})")
-        key = (last, flags if self._flag_ifs else frozenset())
+        key = (last, flags)
         with self._lock:
             if key not in self._variants:
-                program = inline_branches(self.program, dict(key[1]))
+                program = inline_branches(self.program, dict(flags))
                 ranks = {o.name: None if o.shape is None else len(o.shape) for o in self.outputs}
                 self._variants[key] = last_position(program, last, ranks) if last else (program, set())
             return self._variants[key]
