@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 from .graph import Program, Step
 from .ops.registry import DEFAULT_DOMAIN, resolve
@@ -58,10 +58,13 @@ def inline_branches(program: Program, flags: Mapping[str, bool]) -> Program:
     return variant
 
 
+def is_if_on(step: Step, names: Collection[str]) -> bool:
+    """Whether ``step`` is an If whose condition is one of ``names`` (graph inputs that may be flags)."""
+    return step.spec.op_type == "If" and step.spec.domain == DEFAULT_DOMAIN and step.inputs[0] in names
+
+
 def _taken_branch(step: Step, flags: Mapping[str, bool]):
-    if step.spec.op_type != "If" or step.spec.domain != DEFAULT_DOMAIN or step.inputs[0] not in flags:
-        return None
-    return step.subgraphs["then_branch" if flags[step.inputs[0]] else "else_branch"]
+    return step.subgraphs["then_branch" if flags[step.inputs[0]] else "else_branch"] if is_if_on(step, flags) else None
 
 
 def _names(program: Program) -> set[str]:

@@ -17,7 +17,7 @@ from google.protobuf.message import DecodeError
 
 from . import heap
 from .backends import Backend, get_backend
-from .branches import inline_branches
+from .branches import inline_branches, is_if_on
 from .errors import InputError, ModelLoadError
 from .functions import expand_functions
 from .fusion import fuse
@@ -95,7 +95,7 @@ class Model:
         self._executables: OrderedDict[tuple, Executable] = OrderedDict()
         # (outputs wanted at the last position, flag values) -> (the program for them, those it computes whole)
         self._variants: dict[tuple[frozenset[str], frozenset], tuple[Program, set[str]]] = {}
-        self._flag_ifs = any(s.spec.op_type == "If" and s.inputs[0] in self._infos for s in self.program.steps)
+        self._flag_ifs = any(is_if_on(s, self._infos) for s in self.program.steps)
         self._lock = threading.Lock()  # the signature cache is shared by the threads that call the model
 
     def __call__(self, feeds: Mapping[str, Any], *, unchecked: Collection[str] = (),
