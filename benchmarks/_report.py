@@ -24,11 +24,31 @@ def error_cell(e: Exception, verbose: bool) -> str:
     return "error: " + (text[:160] + "..." if len(text) > 160 else text)
 
 
+def cpu_name() -> str:
+    """The CPU's model name, and on x86 whether it has AVX-512 (a VM may hide it: MKL and oneDNN then take their
+    AVX2 paths), e.g. "AMD EPYC, AVX2"; the machine's architecture where the name cannot be read."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            info = f.read()
+    except OSError:
+        info = ""
+    name = next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")), "")
+    if not name and sys.platform == "darwin":
+        import subprocess
+
+        name = subprocess.run(["sysctl", "-n", "machdep.cpu.brand_string"], capture_output=True, text=True).stdout.strip()
+    flags = next((line.split(":", 1)[1].split() for line in info.splitlines() if line.startswith("flags")), [])
+    if flags:
+        name += ", AVX-512" if "avx512f" in flags else ", AVX2" if "avx2" in flags else ", no AVX2"
+    return name or platform.machine()
+
+
 def environment(packages: Iterable[str]) -> dict:
     """Python, CPU, load average (other jobs skew every number), MLX's BLAS and package versions."""
     from transmuter_mlx._blas import blas_info
 
-    env = {"python": platform.python_version(), "machine": platform.machine(), "cpus": os.cpu_count()}
+    env = {"python": platform.python_version(), "machine": platform.machine(), "cpu": cpu_name(),
+           "cpus": os.cpu_count()}
     env["load_average_1min"] = round(os.getloadavg()[0], 2)
     env["mlx_blas"] = blas_info()
     for name in packages:

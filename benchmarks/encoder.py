@@ -260,7 +260,7 @@ def markdown(result: dict) -> str:
         "brackets; first call = that shape's first run (ours: convert + compile). Each backend ran in a process "
         "of its own; peak memory is that process's peak resident set.",
         "",
-        f"Machine: {env['machine']}, {env['cpus']} CPUs (load average {env['load_average_1min']} at start), "
+        f"Machine: {env['machine']} ({env.get('cpu')}), {env['cpus']} CPUs (load average {env['load_average_1min']} at start), "
         f"Python {env['python']}; mlx {env.get('mlx')}, "
         f"torch {env.get('torch')}, onnxruntime {env.get('onnxruntime')}, transformers {env.get('transformers')}. "
         f"MLX BLAS: {env['mlx_blas'].get('library') or env['mlx_blas'].get('status')}.",

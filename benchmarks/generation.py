@@ -47,7 +47,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import numpy as np  # noqa: E402
 
 import transmuter_mlx as tm  # noqa: E402  (first: it sets up the BLAS before mlx.core loads)
-from benchmarks._report import peak_rss_mb, weights_mb  # noqa: E402
+from benchmarks._report import cpu_name, peak_rss_mb, weights_mb  # noqa: E402
 
 GENAI_PYTHON = ROOT / ".cache" / "venv-genai" / "bin" / "python"
 TTFT_RUNS = 7  # a 128-token prompt takes ~0.15 s: the VM's noise needs more than 3 of them
@@ -375,7 +375,7 @@ def table(results: dict, batches: list[int], a: argparse.Namespace) -> str:
             "included); first call = 2 new tokens right after loading (conversion and compilation included); time "
             f"to first token = 1 new token after a {a.prefill_tokens}-token prompt at batch 1, median of {TTFT_RUNS} after one "
             f"warm-up. Model: {describe(a.shape)}. Machine: "
-            f"{platform.machine()} {os.cpu_count()} cores, {platform.system()}, load average "
+            f"{platform.machine()} ({cpu_name()}) {os.cpu_count()} cores, {platform.system()}, load average "
             f"{os.getloadavg()[0]:.2f} at the end; MLX BLAS: "
             f"{Path(str(blas.get('library') or 'none')).name} ({blas.get('status')}).")
     return "\n".join(lines) + "\n\n" + info + "\n"
