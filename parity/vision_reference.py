@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from .exact_int8 import reference_source
 from .text_reference import Items, Reference
 
 __all__ = [
@@ -190,7 +191,7 @@ def zero_shot_object_detection(task: str, folder: Path, inputs: list, options: d
 def _session(path: Path) -> Any:
     import onnxruntime as ort
 
-    return ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    return ort.InferenceSession(reference_source(path), providers=["CPUExecutionProvider"])
 
 
 def onnx_detections(folder: Path, file: str, inputs: list, threshold: float, labels: list[str]) -> list[list[dict]]:

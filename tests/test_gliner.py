@@ -1,7 +1,8 @@
 """zero_shot_entity_recognition against the ``gliner`` package's ``predict_entities`` on the same tiny random
 GLiNER models (span level and token level, tests/fixtures/gliner_models.py): the same entities (spans and labels,
 in the same order) with scores within 1e-4, on mlx and torch. fp32 is compared with the package's PyTorch model;
-q8 with the package on onnxruntime over the same file, run on one thread (onnxruntime's DynamicQuantizeLSTM
+q8 with the package on onnxruntime over the same file (its int8 weights as uint8 where onnxruntime's int8
+kernels saturate, parity/exact_int8.py), run on one thread (onnxruntime's DynamicQuantizeLSTM
 quantizes each thread's batch rows with their own range, so its q8 result depends on its thread count)."""
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ import numpy as np
 import pytest
 
 import transmuter_mlx as tm
+from parity.exact_int8 import reference as ort_reference
+from parity.exact_int8 import reference_source
 from tests.fixtures.gliner_models import CHECK_LABELS, CHECK_TEXT, build, reference
 
 pytest.importorskip("gliner")
@@ -31,16 +34,32 @@ def model(request):
 
 
 @pytest.fixture(scope="module")
-def q8_references():
+def q8_references(tmp_path_factory):
     import onnxruntime as ort
 
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
     from gliner import GLiNER
 
-    return {name: GLiNER.from_pretrained(str(build(name)), local_files_only=True, load_onnx_model=True,
-                                         onnx_model_file="onnx/model_quantized.onnx", session_options=options)
+    return {name: GLiNER.from_pretrained(str(_exact_q8(build(name), tmp_path_factory)), local_files_only=True,
+                                         load_onnx_model=True, onnx_model_file="onnx/model_quantized.onnx",
+                                         session_options=options)
             for name in MODELS}
+
+
+def _exact_q8(folder, tmp_path_factory):
+    """``folder``, or where onnxruntime's int8 kernels saturate (parity/exact_int8.py) a copy of it whose
+    ``onnx/model_quantized.onnx`` holds its int8 weights as uint8: the package then computes the exact products."""
+    source = reference_source(folder / "onnx" / "model_quantized.onnx")
+    if isinstance(source, str):
+        return folder
+    mirror = tmp_path_factory.mktemp(folder.name)
+    for entry in folder.iterdir():
+        if entry.name != "onnx":
+            (mirror / entry.name).symlink_to(entry)
+    (mirror / "onnx").mkdir()
+    (mirror / "onnx" / "model_quantized.onnx").write_bytes(source)
+    return mirror
 
 
 def expected(package, text: str, labels, **options) -> list[dict]:
@@ -162,7 +181,7 @@ def test_the_q8_lstm_equals_onnxruntime_on_one_thread():
              "lens": np.array([7, 4, 2], np.int32)}
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
-    want = ort.InferenceSession(proto.SerializeToString(), options).run(None, feeds)
+    want = ort.InferenceSession(ort_reference(proto).SerializeToString(), options).run(None, feeds)
     for backend in ("mlx", "torch"):
         model = load(proto, backend=backend)
         got = model(feeds)
