@@ -119,7 +119,7 @@ class Engine:
         else:
             options: dict[str, Any] = {"compile": {"batch_size": batch}}
             if kind == "onnxruntime":
-                options["model"] = OrtModel(folder / "onnx" / "model.onnx")
+                options["model"] = OrtModel(folder / "onnx" / "model.onnx", exact=False)
             else:
                 options["backend"] = backend
             if self.task == "zero-shot-image-classification":
@@ -169,7 +169,7 @@ def model_feeds(name: str, folder: Path, paths: list[str]) -> dict[str, np.ndarr
     from a pipeline that only preprocesses (an ``OrtModel`` it never calls)."""
     task, _ = MODELS[name]
     options = {"labels": CANDIDATES} if task == "zero-shot-image-classification" else {}
-    pipe = tm.pipeline(task, str(folder), model=OrtModel(folder / "onnx" / "model.onnx"), **options)
+    pipe = tm.pipeline(task, str(folder), model=OrtModel(folder / "onnx" / "model.onnx", exact=False), **options)
     rows = [row for i, p in enumerate(paths) for row in pipe.preprocess(i, p, {}).rows]
     feeds = pipe.processor.collate(rows, pipe.processor.bucket(rows[0]))
     return feeds | pipe.prepare_options(pipe.call_options({})).get("text_feeds", {})

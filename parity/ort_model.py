@@ -21,9 +21,11 @@ from .exact_int8 import reference_source
 class OrtModel:
     """An onnxruntime session with ``inputs``, ``outputs``, ``backend`` and a call on a dict of feeds."""
 
-    def __init__(self, path: str | Path, threads: int = 1) -> None:
+    def __init__(self, path: str | Path, threads: int = 1, exact: bool = True) -> None:
         """``threads``: onnxruntime's intra-op threads; 1 by default, for results that don't depend on the
-        machine (a q8 LSTM's do, docs/text.md); 0 is onnxruntime's own choice, what a speed comparison wants."""
+        machine (a q8 LSTM's do, docs/text.md); 0 is onnxruntime's own choice, what a speed comparison wants.
+        ``exact``: int8 weights as uint8 where this CPU's int8 kernels saturate (parity/exact_int8.py); False runs
+        the file as it is (a speed comparison)."""
         import onnxruntime as ort
 
         from transmuter_mlx.converters.backends import HOST
@@ -32,8 +34,8 @@ class OrtModel:
         options = ort.SessionOptions()
         options.log_severity_level = 3
         options.intra_op_num_threads = threads
-        # int8 weights as uint8 where this CPU's int8 kernels saturate (parity/exact_int8.py)
-        self.session = ort.InferenceSession(reference_source(path), options, providers=["CPUExecutionProvider"])
+        source = reference_source(path) if exact else str(path)
+        self.session = ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
         dtypes = {"tensor(int64)": np.int64, "tensor(int32)": np.int32, "tensor(float)": np.float32,
                   "tensor(bool)": np.bool_}
         self.inputs = [
