@@ -47,6 +47,26 @@ def test_sdpa_matches_reference(backend, mask_kind, heads):
     np.testing.assert_allclose(got, _reference_sdpa(q, k, v, 0.3, mask), rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("mask_shape", [None, (2, 1, 7, 5), (2, 1, 1, 5), (7, 5), (2, 4, 7, 5)])
+def test_mlx_cpu_attention_in_pieces_matches_reference(monkeypatch, mask_shape):
+    """The mlx CPU path split into sequences and blocks of query rows (here 3 rows a piece: 3 + 3 + 1), with
+    masks that broadcast over the batch, the rows or the heads, against float64."""
+    import mlx.core as mx
+
+    from transmuter_mlx.converters.backends import mlx as mlx_backend
+
+    if mx.default_device() != mx.cpu:
+        pytest.skip("the pieces are the CPU path's")
+    monkeypatch.setattr(mlx_backend, "SCORES_PER_PIECE", 4 * 4 * 5 * 3)  # 4 heads x 5 keys x 3 rows of float32
+    rng = np.random.default_rng(1)
+    q = rng.standard_normal((2, 4, 7, 8)).astype(np.float32)
+    k, v = (rng.standard_normal((2, 2, 5, 8)).astype(np.float32) for _ in range(2))
+    mask = None if mask_shape is None else rng.standard_normal(mask_shape).astype(np.float32)
+    B = get_backend("mlx")
+    got = B.to_numpy(B.sdpa(B.asarray(q), B.asarray(k), B.asarray(v), 0.3, None if mask is None else B.asarray(mask)))
+    np.testing.assert_allclose(got, _reference_sdpa(q, k, v, 0.3, mask), rtol=1e-5, atol=1e-6)
+
+
 def _rnn_model(op, direction, layout, gates, extra=None):
     seq, batch, inp, hid = 4, 3, 5, 6
     dirs = 2 if direction == "bidirectional" else 1
