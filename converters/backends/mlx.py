@@ -380,7 +380,7 @@ def _attention_in_pieces(q: mx.array, k: mx.array, v: mx.array, scale: float, ma
     0.78 s (docs/performance.md). MLX evaluates each piece's chain before the next, in one trace."""
     b, h, rows, _ = q.shape
     step = max(1, SCORES_PER_PIECE // (4 * h * k.shape[2]))
-    if b == 1 and step >= rows or b * rows * h * k.shape[2] * 4 <= SCORES_PER_PIECE:
+    if b * rows * h * k.shape[2] * 4 <= SCORES_PER_PIECE:
         return _grouped_attention(q, k, v, scale, mask)
     if mask is not None:
         mask = mx.reshape(mask, (1,) * (4 - mask.ndim) + mask.shape)
