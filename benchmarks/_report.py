@@ -81,6 +81,11 @@ def weights_mb(onnx_file: Path | None = None, safetensors_in: Path | None = None
     return sum(f.stat().st_size for f in files if f.is_file()) / 2**20
 
 
+#: the engines of ``interleaved_passes``' tables: ours on each backend, onnxruntime sessions in our pipeline's loop
+LABELS = {"mlx": "ours: mlx", "torch": "ours: torch", "onnxruntime": "onnxruntime (our loop)",
+          "transformers": "transformers"}
+
+
 def interleaved_passes(engines: Iterable[str], make: Callable[[str], Callable[[], Any]], runs: int,
                        verbose: bool) -> dict[str, dict]:
     """Each engine's cell: ``make(kind)`` gives its runner, called once to warm up (plans every shape), then ``runs``

@@ -38,10 +38,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # see benchmarks/vision.py: PyTorch beside our OpenBLAS
 
-from benchmarks._report import engines_arguments, engines_table, passes_per_batch, publish  # noqa: E402
+from benchmarks._report import LABELS, engines_arguments, engines_table, passes_per_batch, publish  # noqa: E402
 
-LABELS = {"mlx": "ours: mlx", "torch": "ours: torch", "onnxruntime": "onnxruntime (our loop)",
-          "transformers": "transformers"}
 CLIP = "long"
 CHUNK_S = 30
 

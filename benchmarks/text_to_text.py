@@ -32,10 +32,8 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from benchmarks._report import engines_arguments, engines_table, passes_per_batch, publish  # noqa: E402
+from benchmarks._report import LABELS, engines_arguments, engines_table, passes_per_batch, publish  # noqa: E402
 
-LABELS = {"mlx": "ours: mlx", "torch": "ours: torch", "onnxruntime": "onnxruntime (our loop)",
-          "transformers": "transformers"}
 TEXTS = [
     "translate English to German: The house is wonderful and the garden is large.",
     "summarize: the committee met on tuesday to discuss the budget for the coming year and agreed on most points.",
