@@ -8,7 +8,7 @@ backends have one kernel for each (``B.gelu``, ``B.sdpa``). ``fuse`` finds these
   constants equal to the named values in their own dtype -> ``com.microsoft::Gelu``.
 - Attention: ``MatMul(Q, K^T)`` (each operand optionally ``Mul``/``Div`` by a host scalar, K^T
   optionally a ``Transpose``) -> optional ``Mul``/``Div`` of the scores by a host scalar ->
-  optional ``Add(mask)`` -> ``Softmax(axis=-1)`` -> optional ``Where(IsNaN(p), 0, p)`` -> ``MatMul(., V)``
+  optional ``Add(mask)`` -> optional ``Cast`` (T5's ``softmax(scores.float())``) -> ``Softmax(axis=-1)`` -> optional ``Where(IsNaN(p), 0, p)`` -> ``MatMul(., V)``
   -> ``ai.transmuter::ScaledDotProductAttention`` (``converters/ops/fused.py``), which runs
   ``B.sdpa`` when the run-time shapes make it the same computation and the chain otherwise. K and V
   may each come through transformers' ``repeat_kv`` (``Unsqueeze(axis 2)`` -> ``Expand`` -> ``Reshape``, the
@@ -309,8 +309,13 @@ def _match_attention(ix: _Index, i: int) -> _Match | None:
     if axis != -1 or out is None or out.op_type != "MatMul" or list(out.input).index(probs) != 0:
         return None
     scores, reader, mask, removed = softmax.input[0], i, "", [i, oi, *guard]
+    ci, cast = ix.node(scores, "Cast")
+    scores_cast = 0
+    if cast is not None and ix.exclusive(scores, i):  # T5's softmax(scores.float())
+        scores, reader, scores_cast = cast.input[0], ci, _attr(cast, "to")
+        removed.append(ci)
     ai, add = ix.node(scores, "Add")
-    if add is not None and ix.exclusive(scores, i):
+    if add is not None and ix.exclusive(scores, reader):
         for j in (0, 1):  # the mask is the operand that is not the scores chain
             base, _, _, nodes = _scaled_operand(ix, add.input[j], ai)
             if ix.node(base, "MatMul")[1] is not None and (nodes or ix.exclusive(base, ai)):
@@ -346,6 +351,7 @@ def _match_attention(ix: _Index, i: int) -> _Match | None:
         inputs += key_repeat + value_repeat
     attrs = {"divide": [query_div, key_div, score_div]} | ({"key_perm": key_perm} if key_perm else {})
     attrs |= {"nan_to_zero": 1} if guard else {}
+    attrs |= {"scores_cast": scores_cast} if scores_cast else {}
     removed = sorted(removed)
     name = _names(ix, removed)
     node = helper.make_node(

@@ -454,6 +454,8 @@ def _shortcut(step: Step, plan: list[tuple[str, Any]], args: list[Any], env: Map
     if form == "identity":
         return form, None
     if form is not None and out is not None and B.is_array(out):
+        if form == "astype" and args and B.is_array(args[0]) and B.dtype(args[0]) == B.dtype(out):
+            return "identity", None  # a Cast to the dtype it has (T5's softmax in float32): the value itself
         return form, B.dtype(out) if form == "astype" else tuple(int(d) for d in B.shape(out))
     if spec.specialise is not None:
         context = {"ctx": ctx} if spec.context else {}

@@ -210,6 +210,31 @@ def test_attention_optimum_form_with_scale_from_shapes():
     check(model(nodes, feeds, ["y"]), feeds, ["ScaledDotProductAttention"])
 
 
+def t5_attention_nodes(cast_to=TensorProto.FLOAT):
+    """T5's attention: no scale, a position bias per head added to the scores, ``softmax(scores.float())``."""
+    nodes = attention_nodes("none")
+    nodes = [n for n in nodes if n.op_type != "Identity"]
+    nodes[-3].input[0] = "qk"
+    nodes[-2].input[0] = "sc"
+    nodes[-2:-2] = [oh.make_node("Cast", ["sm"], ["sc"], name="cast", to=cast_to)]
+    return nodes
+
+
+def test_attention_with_t5s_cast_before_the_softmax():
+    feeds = attention_feeds()
+    feeds["mask"] = rng.standard_normal((1, H, S, S)).astype(np.float32)  # the relative position bias, per head
+    check(model(t5_attention_nodes(), feeds, ["y"]), feeds, ["ScaledDotProductAttention"], tol=1e-6)
+    m = tm.load(model(t5_attention_nodes(), feeds, ["y"]), backend="torch")
+    m(feeds)
+    (exe,) = m._executables.values()
+    assert [exe.shortcuts.get(i, ("op",))[0] for i in range(len(exe.steps))] == ["kernel"]  # B.sdpa
+    # a cast to another dtype (float16 probabilities against float16 values): the chain, with the cast
+    feeds["v"] = feeds["v"].astype(np.float16)
+    proto = model(t5_attention_nodes(TensorProto.FLOAT16), feeds, ["y"])
+    proto.graph.output[0].type.tensor_type.elem_type = TensorProto.FLOAT16
+    check(proto, feeds, ["ScaledDotProductAttention"], tol=2e-3)
+
+
 def test_attention_not_fused_with_extra_reader():
     feeds = attention_feeds()
     check(model(attention_nodes(), feeds, ["y", "p"]), feeds, [])  # the probabilities are an output

@@ -84,6 +84,21 @@ def test_written_replay_matches_onnxruntime(backend, compile):
 
 
 @pytest.mark.parametrize(("backend", "compile"), EAGER)
+def test_a_cast_to_the_dtype_it_has_is_the_value_itself(backend, compile):
+    """T5's exports cast float32 scores to float32 before each softmax: the replay passes the value on, no call; a
+    Cast to another dtype stays one."""
+    feeds = {"x": rng.standard_normal((2, 3)).astype(np.float32)}
+    nodes = [oh.make_node("Relu", ["x"], ["r"], name="relu"),
+             oh.make_node("Cast", ["r"], ["same"], name="cast_same", to=TensorProto.FLOAT),
+             oh.make_node("Cast", ["r"], ["wide"], name="cast_wide", to=TensorProto.DOUBLE),
+             oh.make_node("Neg", ["same"], ["y"], name="neg")]
+    _, exe = load_twice(make(nodes, feeds, ["y", "wide"]), feeds, backend, compile)
+    forms = {step.name: exe.shortcuts.get(i, ("op",))[0] for i, (step, _) in enumerate(exe.steps)}
+    assert forms == {"relu": "op", "cast_same": "identity", "cast_wide": "astype", "neg": "op"}
+    assert exe._code.source.count("astype(") == 1
+
+
+@pytest.mark.parametrize(("backend", "compile"), EAGER)
 def test_a_node_repeated_per_layer_runs_once(backend, compile):
     """Two Wheres on one mask with equal constants of other names (optimum writes one per layer)."""
     feeds = {"keep": rng.random((2, 5)) > 0.3, "x": rng.standard_normal((2, 5)).astype(np.float32)}

@@ -42,10 +42,13 @@ def _broadcasts_to(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:
     return len(shape) <= len(target) and all(d in (1, t) for d, t in zip(reversed(shape), reversed(target)))
 
 
-def _sdpa_applies(B: Any, q: Any, key: Any, v: Any, mask: Any, factors: list[Any]) -> bool:
+def _sdpa_applies(B: Any, q: Any, key: Any, v: Any, mask: Any, factors: list[Any], scores_cast: int) -> bool:
     """Whether the fused kernel computes exactly the chain: (b, h, s, d) operands of one batch and
-    head count, scalar scale factors, and a same-dtype mask that broadcasts to the scores."""
+    head count, scalar scale factors, a same-dtype mask that broadcasts to the scores, and no cast of the scores
+    to another dtype."""
     shapes = [B.shape(q), B.shape(key), B.shape(v)]
+    if scores_cast and np_dtype(scores_cast) != B.dtype(q):
+        return False
     if any(len(s) != 4 for s in shapes) or any(
         f is not None and (np.size(f) != 1 or np.ndim(f) > 4) for f in factors
     ):
@@ -96,6 +99,7 @@ def _attention_kernel(
     key_perm: tuple[int, ...] = (),
     divide: tuple[int, ...] = (0, 0, 0),
     nan_to_zero: int = 0,
+    scores_cast: int = 0,
 ) -> Any:
     """The attention as one ``B.sdpa`` call, a function of the op's inputs, where the shapes and static inputs make
     it the chain's computation (None elsewhere); decided from shapes alone, so a replay decides once."""
@@ -113,7 +117,7 @@ def _attention_kernel(
             return None
         if heads[0] != (heads[1][0] * groups.pop(),) or heads[1] != heads[2]:
             return None
-    if not _sdpa_applies(B, query, k, value, mask, factors):
+    if not _sdpa_applies(B, query, k, value, mask, factors, scores_cast):
         return None
     scale, keep = _scale(factors, divide), swap == [0, 1, 2, 3]
 
@@ -142,6 +146,7 @@ def scaled_dot_product_attention_1(
     key_perm: tuple[int, ...] = (),
     divide: tuple[int, ...] = (0, 0, 0),
     nan_to_zero: int = 0,
+    scores_cast: int = 0,
 ) -> Any:
     """``Softmax(scale(query) @ scale(Transpose(key, key_perm)) scaled + mask, -1) @ value``.
 
@@ -151,11 +156,13 @@ def scaled_dot_product_attention_1(
     probabilities went through ``Where(IsNaN(p), 0, p)``, so a fully masked row attends to nothing (zeros).
     ``key_expand`` and ``key_shape`` (``value_expand``, ``value_shape``): the key (value) is first repeated by
     ``Reshape(Expand(Unsqueeze(key, 2), key_expand), key_shape)``; ``B.sdpa`` reads the heads grouped instead
-    where that repeat is transformers' ``repeat_kv``.
+    where that repeat is transformers' ``repeat_kv``. ``scores_cast``: the scores are cast to this ONNX dtype before
+    the softmax (T5's ``softmax(scores.float())``; the kernel runs where that is the dtype they have).
     """
     inputs = (query, key, value, mask, query_factor, key_factor, score_factor, key_expand, key_shape, value_expand,
               value_shape)
-    kernel = _attention_kernel(B, *inputs, key_perm=key_perm, divide=divide, nan_to_zero=nan_to_zero)
+    kernel = _attention_kernel(B, *inputs, key_perm=key_perm, divide=divide, nan_to_zero=nan_to_zero,
+                               scores_cast=scores_cast)
     if kernel is not None:
         return kernel(*inputs)
     key = _repeat_heads(B, key, key_expand, key_shape)
@@ -165,7 +172,7 @@ def scaled_dot_product_attention_1(
     scores = _scaled(B, scores, score_factor, divide[2])
     if mask is not None:
         scores = B.add(scores, mask)
-    probs = B.softmax(scores, -1)
+    probs = B.softmax(B.astype(scores, np_dtype(scores_cast)) if scores_cast else scores, -1)
     return B.matmul(_zero_nan(B, probs) if nan_to_zero else probs, value)
 
 
