@@ -374,6 +374,49 @@ def test_dynamic_quantize_then_matmul_integer(shape, backend):
     _check(model, {"x": rng.standard_normal(shape).astype(np.float32) * 3}, backend)
 
 
+def _dql_inputs(rng: np.random.Generator) -> list[np.ndarray]:
+    """Inputs of a decode step's shape (1, 576) that reach every branch of DynamicQuantizeLinear: both signs, one sign
+    (the range then includes 0), all zero, a constant, values on and near the half-way points between codes, and
+    ranges whose zero point falls half-way (the rounding ties)."""
+    xs = [rng.standard_normal((1, 576)).astype(np.float32) * s for s in (1e-3, 0.7, 3.0, 40.0)]
+    xs += [np.abs(xs[1]), -np.abs(xs[2]), np.zeros((1, 576), np.float32), np.full((1, 576), 2.5, np.float32)]
+    for lo, hi in ((-1.0, 1.0), (-0.3, 2.2), (-5.0, 0.25), (-0.5, 254.5), (-2.5, 252.5)):  # zero points 0.5, 2.5
+        scale = np.float32(np.float32(hi) - np.float32(lo)) / np.float32(255)
+        halves = (rng.integers(-300, 300, 574) + 0.5).astype(np.float32) * scale
+        x = np.clip(np.concatenate([[lo, hi], halves]), lo, hi).astype(np.float32)
+        xs += [x[None], np.nextafter(x, np.float32(np.inf))[None]]
+    return xs
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_dynamic_quantize_linear_bit_for_bit(backend):
+    """Codes, scale and zero point equal onnxruntime's and the ONNX reference implementation's bit for bit, on torch
+    through the backend's one-call path (``dynamic_quantize_uint8``: the range on the host) and on mlx through the op's
+    formula. For an all-zero input onnxruntime's scale is 1 where the spec's is 1 / 255 (its codes and zero point
+    agree): there the reference implementation decides."""
+    from onnx.reference import ReferenceEvaluator
+
+    node = helper.make_node("DynamicQuantizeLinear", ["x"], ["xq", "xs", "xz"])
+    outs = [_vi("xq", np.uint8, None), _vi("xs", np.float32, None), _vi("xz", np.uint8, None)]
+    model = _model([node], [_vi("x", np.float32, [1, 576])], outs, opsets=[helper.make_opsetid("", 13)])
+    m = transmuter_mlx.load(model, backend=backend)
+    assert (m.backend.dynamic_quantize_uint8(m.backend.asarray(np.ones(3, np.float32))) is not None) == (
+        backend == "torch")
+    spec = ReferenceEvaluator(model)
+    for x in _dql_inputs(np.random.default_rng(5)):
+        refs = spec.run(None, {"x": x})
+        if x.any():
+            ort_refs = _ort(model, {"x": x})
+            for ref, theirs in zip(refs, ort_refs):
+                np.testing.assert_array_equal(np.asarray(ref), theirs)  # the two references agree
+        got = m({"x": x})
+        for ref, name in zip(refs, ("xq", "xs", "xz")):
+            value, ref = m.backend.to_numpy(got[name]), np.asarray(ref)
+            assert value.dtype == ref.dtype and value.shape == ref.shape, name
+            np.testing.assert_array_equal(value.view(np.uint32) if ref.dtype == np.float32 else value, ref.view(
+                np.uint32) if ref.dtype == np.float32 else ref, err_msg=name)
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_matmul_integer_long_reduction(backend):
     """K > 256: the exact chunked int32 accumulation, with per-row and per-column zero points."""

@@ -195,6 +195,12 @@ class Backend(Protocol):
         """The exact int32 product of int8 ``a`` (..., M, K) by ``int8_matmul_weight(w)``, (..., M, N)."""
         ...
 
+    def dynamic_quantize_uint8(self, x: Array) -> tuple[Array, Array, Array] | None:
+        """ONNX's ``DynamicQuantizeLinear`` of float32 ``x`` as (uint8 codes, float32 scale, uint8 zero point), each
+        value bit for bit the op's formula (``converters/ops/quantized.py``), in fewer calls than its ~17 ops; None
+        where this backend runs that formula instead."""
+        ...
+
     def packed_matmul_is_fast(self, bits: int = 4, bf16_activations: bool = False) -> bool:
         """Whether ``quantized_matmul`` on packed ``bits``-bit codes beats a matmul on weights dequantized once (GPU
         kernels do; MLX's CPU kernel is scalar, ~6x slower at one row and growing with the rows; torch's CPU int4

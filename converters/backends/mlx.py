@@ -270,6 +270,9 @@ class MlxBackend:
     def int8_matmul(self, a: mx.array, w: Any) -> mx.array:
         raise NotImplementedError("MLX has no int8 GEMM (int8_matmul_weight is None)")
 
+    def dynamic_quantize_uint8(self, x: mx.array) -> None:
+        return None  # mx.compile fuses the op's element-wise formula already
+
     def packed_matmul_is_fast(self, bits: int = 4, bf16_activations: bool = False) -> bool:
         # Metal and CUDA have quantized kernels; the CPU's is scalar (and slower still in bfloat16)
         return mx.default_device() != mx.cpu

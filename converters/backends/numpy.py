@@ -204,6 +204,9 @@ class NumpyBackend:
     def int8_matmul(self, a: np.ndarray, w: Any) -> np.ndarray:
         raise NotImplementedError("numpy has no int8 GEMM (int8_matmul_weight is None)")
 
+    def dynamic_quantize_uint8(self, x: np.ndarray) -> None:
+        return None  # the host runs the formula (no dispatch cost to save)
+
     def packed_matmul_is_fast(self, bits: int = 4, bf16_activations: bool = False) -> bool:
         return False  # quantized_matmul dequantizes at every call
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import os
 import platform
 import weakref
@@ -315,17 +316,35 @@ class TorchBackend:
         return torch.addmm(bias, rows, weight).view(*x.shape[:-1], weight.shape[-1])
 
     def int8_matmul_weight(self, w: np.ndarray) -> torch.Tensor | None:
-        # torch's CPU _int_mm is oneDNN's s8/s8 GEMM (VNNI where the CPU has it): a q8 weight streams a quarter of
+        # torch's CPU _int_mm is oneDNN's s8/s8 GEMM on a CPU with AVX-512 VNNI: a q8 weight streams a quarter of
         # float32's bytes. Held (N, K) and read transposed: at one row 6 against 15 us for 576 x 1536 (float32 on
-        # oneDNN 39), 0.16 against 0.74 ms for SmolLM2's 576 x 49,152 head. CUDA's wants more than 16 rows, which a
-        # decode step does not have.
-        if self.device.type != "cpu" or not hasattr(torch, "_int_mm"):
+        # oneDNN 39), 0.16 against 0.74 ms for SmolLM2's 576 x 49,152 head. Without VNNI it is a scalar loop (an AMD
+        # EPYC with AVX2 alone: 310 us against float32's 77 at one row, 2.5 ms at 8 rows; q8 decoding 10 tokens/s),
+        # so the integers are multiplied in float32 there. CUDA's wants more than 16 rows, which a decode step has not.
+        if self.device.type != "cpu" or not hasattr(torch, "_int_mm") or not _HAS_INT8_GEMM_CPU:
             return None
         return torch.from_numpy(np.ascontiguousarray(np.asarray(w, np.int8).T)).t()
 
     def int8_matmul(self, a: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         out = torch._int_mm(a.reshape(-1, a.shape[-1]), w)
         return out.view(*a.shape[:-1], w.shape[1])
+
+    def dynamic_quantize_uint8(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
+        # a q8 decode step quantizes every linear layer's input (121 times a SmolLM2-135M step): the op's formula
+        # is ~17 dispatches on scalars, 65 us at one row (20 here). On a CPU the range comes to the host (no device
+        # sync there) and the scale and zero point are worked out in Python floats, each result rounded to float32:
+        # the float32 operation's own result (a double holds a float32 sum or quotient before its last rounding)
+        if x.device.type != "cpu" or x.dtype != torch.float32 or x.numel() == 0:
+            return None
+        lo, hi = torch.aminmax(x)
+        lo, hi = min(lo.item(), 0.0), max(hi.item(), 0.0)
+        if not math.isfinite(hi - lo):
+            return None  # inf or NaN in x: the formula's own NaN and inf arithmetic
+        span = _float32(hi - lo) or 1.0
+        scale = _float32(span / 255.0)
+        zero_point = round(min(max(_float32(-lo / scale), 0.0), 255.0))  # round: half to even, as the op's
+        codes = torch.div(x, torch.scalar_tensor(scale)).round_().add_(zero_point).clamp_(0, 255).to(torch.uint8)
+        return codes, torch.scalar_tensor(scale), torch.scalar_tensor(zero_point, dtype=torch.uint8)
 
     def packed_matmul_is_fast(self, bits: int = 4, bf16_activations: bool = False) -> bool:
         # On a CPU the int4 kernel loses to BLAS on weights dequantized once when it reads float32 activations;
@@ -435,6 +454,11 @@ class TorchBackend:
         return x * cos + torch.cat((second.neg(), first), -1) * sin
 
 
+def _float32(v: float) -> float:
+    """``v`` rounded to the nearest float32."""
+    return float(np.float32(v))
+
+
 def _mask_facts(mask: torch.Tensor) -> tuple[bool, int, bool, bool]:
     """Facts of an additive mask: (all zero from ``start`` on; ``start``: the first key column some query attends
     to; no softmax row NaN from finite scores; causal from ``start`` on: as many keys as queries, zero on and below
@@ -505,6 +529,7 @@ for _name, _fn in _REDUCE.items():
 
 
 _HAS_INT4_CPU = hasattr(torch, "_weight_int4pack_mm_for_cpu")
+_HAS_INT8_GEMM_CPU = getattr(torch.cpu, "_is_vnni_supported", lambda: False)()  # oneDNN behind _int_mm (else a loop)
 _INT4_MAX_ROWS = 4  # past ~5 rows torch's CPU int4 kernel is slower than dequantizing (2048 x 2048, 2 cores)
 
 

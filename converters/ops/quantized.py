@@ -139,6 +139,9 @@ for _v in (10, 13, 19, 21, 23, 24, 25, 28):
 @register("DynamicQuantizeLinear", 11)
 def dynamic_quantize_linear_11(B: Any, x: Any) -> tuple[Any, Any, Any]:
     """uint8 quantization with the scale and zero point that map [min(x, 0), max(x, 0)] onto [0, 255]."""
+    fast = B.dynamic_quantize_uint8(x) if B.dtype(x) == np.float32 else None
+    if fast is not None:
+        return fast
     dt = B.dtype(x)
     zero = B.zeros((), dt)
     hi = B.maximum(B.max(x), zero)
