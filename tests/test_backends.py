@@ -353,6 +353,21 @@ def test_torch_linear_layers_run_on_onednn_blocked_weights():
     assert done.stdout.split() == ["False"], done.stderr
 
 
+@pytest.mark.parametrize("backend", ["mlx", "torch"])
+@pytest.mark.parametrize(("a_shape", "b_shape"), [((5, 6, 1, 8), (1, 6, 8, 30)), ((3, 2, 4, 7), (1, 2, 7, 5)),
+                                                  ((4, 3, 8), (1, 8, 2))])
+def test_matmul_of_rows_over_an_operand_they_share(backend, a_shape, b_shape):
+    """A right operand of batch 1 broadcast over the left's rows (beams over one cross-attention cache): torch reads it
+    once with the rows folded together (``_rows_over_shared``). Against numpy in float64, within 1e-5."""
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal(a_shape).astype(np.float32), rng.standard_normal(b_shape).astype(np.float32)
+    B = get_backend(backend)
+    got = B.to_numpy(B.matmul(B.asarray(a), B.asarray(b)))
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("rows", [(1,), (3,), (2, 5)])
 def test_int8_matmul_is_exact_where_a_backend_has_one(rows):
     """torch's int8 GEMM (a CPU device) gives numpy's int32 product, extremes included (-128 x -128 over 1,100 rows

@@ -235,6 +235,18 @@ def test_attention_with_t5s_cast_before_the_softmax():
     check(proto, feeds, ["ScaledDotProductAttention"], tol=2e-3)
 
 
+@pytest.mark.parametrize("mask", [None, "rows", "heads"])
+def test_attention_over_a_key_and_value_the_rows_share(mask):
+    """Beams reading one input's cross-attention cache: key and value of batch 1, the query's rows broadcast over
+    them (ONNX MatMul). The fused node folds the rows into queries of one batch; masks by row or by head with them."""
+    feeds = attention_feeds(mask=mask is not None)
+    feeds["k"], feeds["v"] = feeds["k"][:1], feeds["v"][:1]
+    if mask == "heads":
+        feeds["mask"] = rng.standard_normal((1, H, S, S)).astype(np.float32)
+    check(model(attention_nodes("div", mask=mask is not None), feeds, ["y"]), feeds, ["ScaledDotProductAttention"],
+          tol=1e-6)
+
+
 def test_attention_not_fused_with_extra_reader():
     feeds = attention_feeds()
     check(model(attention_nodes(), feeds, ["y", "p"]), feeds, [])  # the probabilities are an output

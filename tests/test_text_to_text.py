@@ -9,12 +9,14 @@ no-repeat n-grams) make each step's choice depend on the ranking of many tokens.
 from __future__ import annotations
 
 import functools
+import weakref
 
 import numpy as np
 import pytest
 
 import transmuter_mlx as tm
 from tests.fixtures.generation_models import build
+from transmuter_mlx.generation import seq2seq
 from transmuter_mlx.generation.config import GenerationConfig
 from transmuter_mlx.generation.loop import generate
 from transmuter_mlx.generation.seq2seq import EncoderDecoderSession
@@ -254,6 +256,55 @@ def test_split_decoders_equal_the_merged_one():
         results.append(generate(session, [[config.start_id]] * 3, config).sequences)
     assert results[0] == results[1]
     assert merged.layout.heads == 4 and merged.layout.head_dim == 16 and len(merged.layout.names) == 4
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("family", ["t5", "marian"])
+def test_beams_of_one_input_read_its_cross_attention_cache_once(family, backend, monkeypatch):
+    """One input's beams share its cross-attention cache at the steps (batch 1, which the decoder's attention
+    broadcasts over them): each text alone with 3 beams still equals transformers', and the check that the decoder
+    broadcasts the cache (run once per decoder, at the first step) found that it does."""
+    shares = weakref.WeakKeyDictionary()
+    monkeypatch.setattr(seq2seq, "_SHARES", shares)
+    for text in TEXTS[:2]:
+        for mine, ref in zip(ours(family, backend, [text], **BEAMS[0]), reference(family, [text], **BEAMS[0])):
+            assert_same(family, mine, ref)
+    assert list(shares.values()) == [True]
+
+
+class ReshapesByRows:
+    """A decoder whose steps read the cross-attention cache by the rows' count (as transformers' Whisper reshapes
+    the encoder states by it): from a cache of batch 1, other logits of the same shape."""
+
+    def __init__(self, model):
+        self.model = model
+
+    def __getattr__(self, name):
+        return getattr(self.model, name)
+
+    def __call__(self, feeds, **options):
+        out = self.model(feeds, **options)
+        cross = [v for n, v in feeds.items() if ".encoder." in n]
+        if cross and self.backend.shape(cross[0])[0] != self.backend.shape(out["logits"])[0]:
+            out = {**out, "logits": self.backend.add(out["logits"], self.backend.asarray(np.float32(1.0)))}
+        return out
+
+
+def test_beams_keep_their_copies_where_the_decoder_does_not_broadcast_the_cache(monkeypatch):
+    monkeypatch.setattr(seq2seq, "_SHARES", weakref.WeakKeyDictionary())
+    onnx = build("marian") / "onnx"
+    encoder, decoder = tm.load(onnx / "encoder_model.onnx"), tm.load(onnx / "decoder_model_merged.onnx")
+    tok, _ = _reference("marian")
+    batch = tok(TEXTS[1:2], return_tensors="np")
+    config = GenerationConfig.from_repo(build("marian")).update(max_new_tokens=12, num_beams=3, **PROBE)
+    results = []
+    for model in (ReshapesByRows(decoder), decoder):
+        session = EncoderDecoderSession(encoder, model)
+        session.encode({"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]})
+        results.append(generate(session, [[config.start_id]], config).sequences)
+        rows = {session.B.shape(session.cache[n])[0] for n in session.layout.cross}
+        assert rows == ({3} if model is not decoder else {1}) and seq2seq._SHARES[model] is (model is decoder)
+    assert results[0] == results[1]
 
 
 def test_session_needs_encode_first():

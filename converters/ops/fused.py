@@ -43,13 +43,14 @@ def _broadcasts_to(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:
 
 
 def _sdpa_applies(B: Any, q: Any, key: Any, v: Any, mask: Any, factors: list[Any], scores_cast: int) -> bool:
-    """Whether the fused kernel computes exactly the chain: (b, h, s, d) operands of one batch and
-    head count, scalar scale factors, a same-dtype mask that broadcasts to the scores, and no cast of the scores
-    to another dtype."""
+    """Whether the fused kernel computes exactly the chain: (b, h, s, d) operands of one batch (or a key and value
+    of batch 1 that the query's rows share, ``_shared_kv``), scalar scale factors, a same-dtype mask that broadcasts
+    to the scores, and no cast of the scores to another dtype."""
     shapes = [B.shape(q), B.shape(key), B.shape(v)]
     if scores_cast and np_dtype(scores_cast) != B.dtype(q):
         return False
-    if any(len(s) != 4 for s in shapes) or any(
+    if any(len(s) != 4 for s in shapes) or len({s[0] for s in shapes[1:]} | {shapes[0][0]}) != 1 and not (
+            shapes[1][0] == shapes[2][0] == 1) or any(
         f is not None and (np.size(f) != 1 or np.ndim(f) > 4) for f in factors
     ):
         return False
@@ -120,11 +121,30 @@ def _attention_kernel(
     if not _sdpa_applies(B, query, k, value, mask, factors, scores_cast):
         return None
     scale, keep = _scale(factors, divide), swap == [0, 1, 2, 3]
+    shared = B.shape(query)[0] > 1 == B.shape(k)[0]
 
     def kernel(q: Any, key: Any, v: Any, mask: Any = None, *static: Any) -> Any:
-        return B.sdpa(q, key if keep else B.transpose(key, swap), v, scale, mask, zero_nan=bool(nan_to_zero))
+        k = key if keep else B.transpose(key, swap)
+        if shared:
+            return _shared_kv(B, q, k, v, scale, mask, bool(nan_to_zero))
+        return B.sdpa(q, k, v, scale, mask, zero_nan=bool(nan_to_zero))
 
     return kernel
+
+
+def _shared_kv(B: Any, q: Any, k: Any, v: Any, scale: float, mask: Any, zero_nan: bool) -> Any:
+    """``B.sdpa`` of q (n, h, m, d) over a key and value of batch 1 that its n rows share (the beams of one input
+    reading its cross-attention cache once, ``generation/seq2seq.py``): the n rows become n * m queries of one
+    batch, the mask's rows with them."""
+    n, h, m, d = B.shape(q)
+    rows = B.reshape(B.transpose(q, (1, 0, 2, 3)), (1, h, n * m, d))
+    if mask is not None:
+        mask_shape = B.shape(mask)
+        mask = B.reshape(mask, (1,) * (4 - len(mask_shape)) + tuple(mask_shape))
+        mask = B.broadcast_to(mask, (n, B.shape(mask)[1], m, B.shape(k)[2]))
+        mask = B.reshape(B.transpose(mask, (1, 0, 2, 3)), (1, B.shape(mask)[1], n * m, B.shape(k)[2]))
+    out = B.sdpa(rows, k, v, scale, mask, zero_nan=zero_nan)  # (1, h, n * m, dv)
+    return B.transpose(B.reshape(out, (h, n, m, B.shape(v)[3])), (1, 0, 2, 3))
 
 
 @register("ScaledDotProductAttention", 1, FUSED_DOMAIN, static_inputs=(4, 5, 6, 7, 8, 9, 10),

@@ -30,6 +30,7 @@ All decoder prompts have one length (the decoder start token), so the rows share
 from __future__ import annotations
 
 import copy
+import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -38,6 +39,9 @@ import numpy as np
 from .sessions_common import CacheLayout, last_logits, run_model, token_column
 
 __all__ = ["EncoderDecoderSession"]
+
+# decoder -> whether its steps give the same outputs from a cross-attention cache of batch 1 shared by the rows
+_SHARES: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
 
 class EncoderDecoderSession:
     """Encoder once per input, decoder one token per row per step (see the module docstring).
@@ -69,6 +73,7 @@ class EncoderDecoderSession:
         self._rows_hidden: Any = None
         self._rows_mask: np.ndarray | None = None
         self._owner = np.zeros(0, np.int64)  # the input of each decoder row
+        self._shared = False  # the rows' one input's cross-attention cache held once at the steps (prefill)
         self.cache: dict[str, Any] = {}
 
     def fresh(self) -> EncoderDecoderSession:
@@ -76,7 +81,7 @@ class EncoderDecoderSession:
         other = copy.copy(self)
         other.hidden = other.mask = other._rows_hidden = other._rows_mask = None
         other.input_padding, other.padding, other.cache = [], [], {}
-        other._owner = np.zeros(0, np.int64)
+        other._owner, other._shared = np.zeros(0, np.int64), False
         return other
 
     # ------------------------------------------------------------------ encoder
@@ -119,23 +124,68 @@ class EncoderDecoderSession:
             feeds.update(self._empty(rows))
             feeds["use_cache_branch"] = np.array([False])
         out = self.decoder(self._known(self.decoder, feeds))
+        self._decoded(self.decoder, out)
         self.cache = self.layout.present(out, self.layout.names + self.layout.cross)
         for name in self.layout.cross:  # read at every step: a transposed view would be copied at each read
             self.cache[name] = self.B.contiguous(self.cache[name])
+        # the copies of one input (its beams, its samples) may share its cross-attention cache at the steps, as
+        # batch 1 that the decoder's attention products broadcast over the rows (ONNX MatMul): each step then reads
+        # it once, not once a row (Whisper tiny.en at 5 beams: 92 MB a step). Checked once per decoder (``_step``)
+        self._shared = inputs == 1 and rows > 1 and bool(self.layout.cross) and _SHARES.get(self._step_model) is not False
+        if self._shared and _SHARES.get(self._step_model):
+            self._share()
         return last_logits(self.B, out["logits"])
 
     def step(self, tokens: np.ndarray) -> Any:
         """Run one token per row; the cross-attention cache is passed through unchanged."""
+        model = self._step_model
         feeds = {"input_ids": token_column(self.B, tokens), "encoder_attention_mask": self._rows_mask, **self.cache}
-        model = self.decoder
         if self.merged:
             feeds["encoder_hidden_states"] = self._rows_hidden
             feeds["use_cache_branch"] = np.array([True])
-        else:
-            model = self.decoder_with_past
         out = run_model(model, self._known(model, feeds), grows=True)
+        if self._shared and model not in _SHARES:
+            _SHARES[model] = self._shares_alike(model, feeds, out)
+            if _SHARES[model]:
+                self._share()
+            self._shared = _SHARES[model]
+        self._decoded(model, out)
         self.cache.update(self.layout.present(out))
         return last_logits(self.B, out["logits"])
+
+    @property
+    def _step_model(self) -> Any:
+        return self.decoder if self.merged else self.decoder_with_past
+
+    def _share(self) -> None:
+        """The cross-attention cache of the rows' one input, once (batch 1)."""
+        for name in self.layout.cross:
+            self.cache[name] = self.B.slice(self.cache[name], [0] * 4, [1, *self.B.shape(self.cache[name])[1:]],
+                                            [1] * 4)
+
+    def _shares_alike(self, model: Any, feeds: dict[str, Any], out: dict[str, Any]) -> bool:
+        """Whether ``model`` gives the step's outputs ``out`` again from the rows' cross-attention cache given once
+        (batch 1): a graph that reshapes it by the rows' count instead of broadcasting it would make other values
+        of the same shapes (transformers' Whisper does so with the encoder states of the first step, which is why
+        only the steps share)."""
+        once = dict(feeds)
+        for name in self.layout.cross:
+            once[name] = self.B.slice(feeds[name], [0] * 4, [1, *self.B.shape(feeds[name])[1:]], [1] * 4)
+        try:
+            again = run_model(model, self._known(model, once), grows=True)
+        except Exception:  # noqa: BLE001 - a graph that cannot broadcast it: the rows keep their copies
+            return False
+        for name, value in out.items():
+            if name in {n.replace("past_key_values", "present") for n in self.layout.cross}:
+                continue
+            a, b = (np.asarray(self.B.to_numpy(v) if self.B.is_array(v) else v, np.float64) for v in (value, again[name]))
+            if a.shape != b.shape or not np.allclose(a, b, rtol=1e-4, atol=1e-4 * (np.abs(a).max(initial=0) or 1)):
+                return False
+        return True
+
+    def _decoded(self, model: Any, out: dict[str, Any]) -> None:
+        """The outputs of each call of ``model`` (the decoder, or the split layout's decoder with past) once they are
+        the rows' own: a subclass keeps what it needs of them."""
 
     def reorder(self, rows: np.ndarray) -> None:
         """Row r continues from old row ``rows[r]``: gathers the caches, encoder outputs and masks."""
@@ -146,7 +196,7 @@ class EncoderDecoderSession:
         # what depends only on a row's input (the cross-attention cache, encoder outputs and masks) stays
         # when every row keeps its input, as beams do: only the self-attention cache moves
         same_inputs = np.array_equal(self._owner[index], self._owner)
-        moved = self.layout.names if same_inputs else list(self.cache)
+        moved = self.layout.names if same_inputs or self._shared else list(self.cache)
         self.cache.update({n: self.B.take(self.cache[n], taken, 0) for n in moved})
         if not same_inputs:
             self._owner = self._owner[index]

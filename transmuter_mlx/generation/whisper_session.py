@@ -57,36 +57,15 @@ class WhisperSession(EncoderDecoderSession):
             per_head.append(a[:, head].astype(np.float32))
         self._collected.append(np.stack(per_head, axis=1))
 
-    # the decoder's outputs pass through here: prefill and step call the model, so wrap it once
     def prefill(self, prompts: Sequence[Sequence[int]]) -> Any:
         self._collected = []
-        return self._with_outputs(lambda: super(WhisperSession, self).prefill(prompts))
-
-    def step(self, tokens: np.ndarray) -> Any:
-        return self._with_outputs(lambda: super(WhisperSession, self).step(tokens))
+        return super().prefill(prompts)
 
     def reorder(self, rows: np.ndarray) -> None:
         super().reorder(rows)
         index = np.asarray(rows, np.int64).reshape(-1)
         self._collected = [a[index] for a in self._collected]
 
-    def _with_outputs(self, run: Any) -> Any:
-        if not self.alignment_heads:
-            return run()
-        decoder = self.decoder
-        session = self
-
-        class Tap:  # the decoder, its outputs seen on the way out
-            def __getattr__(self, name: str) -> Any:
-                return getattr(decoder, name)
-
-            def __call__(self, feeds: Any, *a: Any, **k: Any) -> Any:
-                out = decoder(feeds, *a, **k)
-                session._keep(out)
-                return out
-
-        self.decoder = Tap()
-        try:
-            return run()
-        finally:
-            self.decoder = decoder
+    def _decoded(self, model: Any, out: dict[str, Any]) -> None:
+        if model is self.decoder:  # a split layout's decoder with past has no cross attentions to keep
+            self._keep(out)
