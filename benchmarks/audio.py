@@ -36,7 +36,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # see benchmarks/vision.py: PyTorch beside our OpenBLAS
 
 from benchmarks._report import LABELS, engines_arguments, engines_table, passes_per_batch, publish  # noqa: E402
 

@@ -44,10 +44,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-# transmuter_mlx loads OpenBLAS globally for MLX, and PyTorch's sgemm_ then resolves to it: PyTorch's OpenMP
-# threads, spinning while OpenBLAS's threads work (and the reverse), slow its batch-1 calls ~3x on 2 cores.
-# Passive OpenMP threads give PyTorch (transformers, ours: torch) its speed in a process of its own.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import numpy as np  # noqa: E402
 from _report import environment, error_cell  # noqa: E402
@@ -392,9 +388,8 @@ def markdown(result: dict, runs: int) -> str:
         f"transformers {env.get('transformers')}, Pillow {env.get('PIL')}, numpy {env.get('numpy')}. "
         f"MLX BLAS: {blas}.",
         "",
-        "PyTorch (ours: torch, transformers) runs in a process that imported transmuter_mlx, whose OpenBLAS, "
-        "loaded globally for MLX, also takes PyTorch's `sgemm_`; with spinning OpenMP threads (the default) the "
-        "two thread pools fight over the 2 cores at batch 1, so the benchmark runs with "
+        "PyTorch (ours: torch, transformers) runs in the process that imported transmuter_mlx, whose BLAS for MLX "
+        "leaves PyTorch its own (`libtorch_cpu.so` is loaded first); OpenMP's wait policy is the environment's: "
         f"`OMP_WAIT_POLICY={env.get('omp_wait_policy')}` (see benchmarks/README.md).",
     ]
     if waited is None:
