@@ -49,6 +49,7 @@ import numpy as np  # noqa: E402
 from _report import environment, error_cell  # noqa: E402
 
 import transmuter_mlx as tm  # noqa: E402  (first: it sets up the BLAS before mlx.core loads)
+from parity.ort_model import OrtModel  # noqa: E402
 
 ENGINES = ("mlx", "torch", "onnxruntime", "transformers")
 MORE_ENGINES = ("mlx-cache",)  # on request: ours on mlx with MLX's buffer cache raised (see Engine)
@@ -64,37 +65,6 @@ CANDIDATES = ["tabby cat", "golden retriever", "coffee mug", "espresso", "astron
 
 
 # ---------------------------------------------------------------------------------- engines
-class OrtModel:
-    """An onnxruntime ``InferenceSession`` as the Model a pipeline of ours runs (``model=``): the graph's
-    inputs with their dtypes, a call on numpy feeds, numpy outputs."""
-
-    DTYPES = {"tensor(float)": np.float32, "tensor(int64)": np.int64, "tensor(float16)": np.float16}
-
-    def __init__(self, path: Path):
-        import onnxruntime as ort
-
-        from transmuter_mlx.converters.model import TensorInfo
-
-        options = ort.SessionOptions()
-        options.log_severity_level = 3
-        self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-        self.inputs = [TensorInfo(i.name, np.dtype(self.DTYPES[i.type]), tuple(i.shape))
-                       for i in self.session.get_inputs()]
-        self.backend = _NumpyBackend()
-
-    def __call__(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        names = [o.name for o in self.session.get_outputs()]
-        return dict(zip(names, self.session.run(names, feeds), strict=True))
-
-
-class _NumpyBackend:
-    """What a pipeline asks of its model's backend, for a model that returns numpy."""
-
-    @staticmethod
-    def is_array(value: Any) -> bool:
-        return False
-
-
 class Engine:
     """One engine for one model and batch size: ``classify(paths) -> [{label: score}]`` (batched as the
     engine batches at ``batch``), ``run_model(feeds) -> the compared output`` (numpy) and the pipeline.
@@ -115,7 +85,7 @@ class Engine:
         else:
             options: dict[str, Any] = {"compile": {"batch_size": batch}}
             if kind == "onnxruntime":
-                options["model"] = OrtModel(folder / "onnx" / "model.onnx", exact=False)
+                options["model"] = OrtModel(folder / "onnx" / "model.onnx", threads=0, exact=False)
             else:
                 options["backend"] = backend
             if self.task == "zero-shot-image-classification":
@@ -165,7 +135,8 @@ def model_feeds(name: str, folder: Path, paths: list[str]) -> dict[str, np.ndarr
     from a pipeline that only preprocesses (an ``OrtModel`` it never calls)."""
     task, _ = MODELS[name]
     options = {"labels": CANDIDATES} if task == "zero-shot-image-classification" else {}
-    pipe = tm.pipeline(task, str(folder), model=OrtModel(folder / "onnx" / "model.onnx", exact=False), **options)
+    model = OrtModel(folder / "onnx" / "model.onnx", threads=0, exact=False)
+    pipe = tm.pipeline(task, str(folder), model=model, **options)
     rows = [row for i, p in enumerate(paths) for row in pipe.preprocess(i, p, {}).rows]
     feeds = pipe.processor.collate(rows, pipe.processor.bucket(rows[0]))
     return feeds | pipe.prepare_options(pipe.call_options({})).get("text_feeds", {})
@@ -382,7 +353,7 @@ def markdown(result: dict, runs: int) -> str:
         "loading, image processor, batching, postprocessing); transformers 4.57 `pipeline(task, folder)` on the "
         "PyTorch weights with its slow image processor, `batch_size=B`.",
         "",
-        f"Machine: {env['machine']}, {env['cpus']} CPUs (load average {env['load_average_1min']} at start, "
+        f"Machine: {env['machine']} ({env['cpu']}), {env['cpus']} CPUs (load average {env['load_average_1min']} at start, "
         f"{env.get('load_average_1min_end')} at end), Python {env['python']}; mlx {env.get('mlx')}, "
         f"torch {env.get('torch')} ({env.get('torch_threads')} threads), onnxruntime {env.get('onnxruntime')}, "
         f"transformers {env.get('transformers')}, Pillow {env.get('PIL')}, numpy {env.get('numpy')}. "
@@ -390,7 +361,7 @@ def markdown(result: dict, runs: int) -> str:
         "",
         "PyTorch (ours: torch, transformers) runs in the process that imported transmuter_mlx, whose BLAS for MLX "
         "leaves PyTorch its own (`libtorch_cpu.so` is loaded first); OpenMP's wait policy is the environment's: "
-        f"`OMP_WAIT_POLICY={env.get('omp_wait_policy')}` (see benchmarks/README.md).",
+        f"`OMP_WAIT_POLICY` {env.get('omp_wait_policy') or 'unset'} (see benchmarks/README.md).",
     ]
     if waited is None:
         lines += ["", "**The machine never got quiet** (load average >= the threshold for the whole wait): "
