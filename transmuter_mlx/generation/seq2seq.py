@@ -73,7 +73,8 @@ class EncoderDecoderSession:
         self._rows_hidden: Any = None
         self._rows_mask: np.ndarray | None = None
         self._owner = np.zeros(0, np.int64)  # the input of each decoder row
-        self._shared = False  # the rows' one input's cross-attention cache held once at the steps (prefill)
+        self._shared = False  # the rows' one input's cross-attention cache held once (batch 1) at the steps
+        self._check_sharing = False  # whether the next step checks that the decoder may share it (prefill)
         self.cache: dict[str, Any] = {}
 
     def fresh(self) -> EncoderDecoderSession:
@@ -81,7 +82,7 @@ class EncoderDecoderSession:
         other = copy.copy(self)
         other.hidden = other.mask = other._rows_hidden = other._rows_mask = None
         other.input_padding, other.padding, other.cache = [], [], {}
-        other._owner, other._shared = np.zeros(0, np.int64), False
+        other._owner, other._shared, other._check_sharing = np.zeros(0, np.int64), False, False
         return other
 
     # ------------------------------------------------------------------ encoder
@@ -130,10 +131,12 @@ class EncoderDecoderSession:
             self.cache[name] = self.B.contiguous(self.cache[name])
         # the copies of one input (its beams, its samples) may share its cross-attention cache at the steps, as
         # batch 1 that the decoder's attention products broadcast over the rows (ONNX MatMul): each step then reads
-        # it once, not once a row (Whisper tiny.en at 5 beams: 92 MB a step). Checked once per decoder (``_step``)
-        self._shared = inputs == 1 and rows > 1 and bool(self.layout.cross) and _SHARES.get(self._step_model) is not False
-        if self._shared and _SHARES.get(self._step_model):
+        # it once, not once a row (Whisper tiny.en at 5 beams: 92 MB a step); checked at a first step per decoder
+        self._shared = False
+        shares = _SHARES.get(self._step_model)
+        if inputs == 1 and rows > 1 and self.layout.cross and shares:
             self._share()
+        self._check_sharing = inputs == 1 and rows > 1 and bool(self.layout.cross) and shares is None
         return last_logits(self.B, out["logits"])
 
     def step(self, tokens: np.ndarray) -> Any:
@@ -144,11 +147,11 @@ class EncoderDecoderSession:
             feeds["encoder_hidden_states"] = self._rows_hidden
             feeds["use_cache_branch"] = np.array([True])
         out = run_model(model, self._known(model, feeds), grows=True)
-        if self._shared and model not in _SHARES:
+        if self._check_sharing:
+            self._check_sharing = False
             _SHARES[model] = self._shares_alike(model, feeds, out)
             if _SHARES[model]:
                 self._share()
-            self._shared = _SHARES[model]
         self._decoded(model, out)
         self.cache.update(self.layout.present(out))
         return last_logits(self.B, out["logits"])
@@ -159,6 +162,7 @@ class EncoderDecoderSession:
 
     def _share(self) -> None:
         """The cross-attention cache of the rows' one input, once (batch 1)."""
+        self._shared = True
         for name in self.layout.cross:
             self.cache[name] = self.B.slice(self.cache[name], [0] * 4, [1, *self.B.shape(self.cache[name])[1:]],
                                             [1] * 4)
