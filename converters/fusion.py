@@ -8,7 +8,8 @@ backends have one kernel for each (``B.gelu``, ``B.sdpa``). ``fuse`` finds these
   constants equal to the named values in their own dtype -> ``com.microsoft::Gelu``.
 - Attention: ``MatMul(Q, K^T)`` (each operand optionally ``Mul``/``Div`` by a host scalar, K^T
   optionally a ``Transpose``) -> optional ``Mul``/``Div`` of the scores by a host scalar ->
-  optional ``Add(mask)`` -> optional ``Cast`` (T5's ``softmax(scores.float())``) -> ``Softmax(axis=-1)`` -> optional ``Where(IsNaN(p), 0, p)`` -> ``MatMul(., V)``
+  optional ``Add(mask)`` -> optional ``Cast`` (T5's ``softmax(scores.float())``) -> ``Softmax(axis=-1)`` ->
+  optional ``Where(IsNaN(p), 0, p)`` -> ``MatMul(., V)``
   -> ``ai.transmuter::ScaledDotProductAttention`` (``converters/ops/fused.py``), which runs
   ``B.sdpa`` when the run-time shapes make it the same computation and the chain otherwise. K and V
   may each come through transformers' ``repeat_kv`` (``Unsqueeze(axis 2)`` -> ``Expand`` -> ``Reshape``, the

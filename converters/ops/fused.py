@@ -49,10 +49,11 @@ def _sdpa_applies(B: Any, q: Any, key: Any, v: Any, mask: Any, factors: list[Any
     shapes = [B.shape(q), B.shape(key), B.shape(v)]
     if scores_cast and np_dtype(scores_cast) != B.dtype(q):
         return False
-    if any(len(s) != 4 for s in shapes) or len({s[0] for s in shapes[1:]} | {shapes[0][0]}) != 1 and not (
-            shapes[1][0] == shapes[2][0] == 1) or any(
+    if any(len(s) != 4 for s in shapes) or any(
         f is not None and (np.size(f) != 1 or np.ndim(f) > 4) for f in factors
     ):
+        return False
+    if len({s[0] for s in shapes}) != 1 and not shapes[1][0] == shapes[2][0] == 1:
         return False
     if mask is None:
         return True
