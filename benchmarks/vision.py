@@ -46,9 +46,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import numpy as np  # noqa: E402
-from _report import environment, error_cell  # noqa: E402
 
 import transmuter_mlx as tm  # noqa: E402  (first: it sets up the BLAS before mlx.core loads)
+from benchmarks._report import environment, error_cell  # noqa: E402
 from parity.ort_model import OrtModel  # noqa: E402
 
 ENGINES = ("mlx", "torch", "onnxruntime", "transformers")
@@ -232,8 +232,7 @@ def scores_diff(got: list[dict[str, float]], ref: list[dict[str, float]]) -> dic
 
 
 def bench(args: argparse.Namespace) -> dict:
-    from vision_models import build as build_model  # benchmarks/, beside this script
-
+    from benchmarks.vision_models import build as build_model
     from tests.fixtures.images import PHOTOS, photo
 
     photos = [photo(p) for p in PHOTOS]
