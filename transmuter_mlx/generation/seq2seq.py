@@ -133,10 +133,11 @@ class EncoderDecoderSession:
         # batch 1 that the decoder's attention products broadcast over the rows (ONNX MatMul): each step then reads
         # it once, not once a row (Whisper tiny.en at 5 beams: 92 MB a step); checked at a first step per decoder
         self._shared = False
+        copies_of_one = inputs == 1 and rows > 1 and bool(self.layout.cross)
         shares = _SHARES.get(self._step_model)
-        if inputs == 1 and rows > 1 and self.layout.cross and shares:
+        if copies_of_one and shares:
             self._share()
-        self._check_sharing = inputs == 1 and rows > 1 and bool(self.layout.cross) and shares is None
+        self._check_sharing = copies_of_one and shares is None
         return last_logits(self.B, out["logits"])
 
     def step(self, tokens: np.ndarray) -> Any:
@@ -164,23 +165,24 @@ class EncoderDecoderSession:
         """The cross-attention cache of the rows' one input, once (batch 1)."""
         self._shared = True
         for name in self.layout.cross:
-            self.cache[name] = self.B.slice(self.cache[name], [0] * 4, [1, *self.B.shape(self.cache[name])[1:]],
-                                            [1] * 4)
+            self.cache[name] = self._first_row(self.cache[name])
+
+    def _first_row(self, x: Any) -> Any:
+        return self.B.slice(x, [0] * 4, [1, *self.B.shape(x)[1:]], [1] * 4)
 
     def _shares_alike(self, model: Any, feeds: dict[str, Any], out: dict[str, Any]) -> bool:
         """Whether ``model`` gives the step's outputs ``out`` again from the rows' cross-attention cache given once
         (batch 1): a graph that reshapes it by the rows' count instead of broadcasting it would make other values
         of the same shapes (transformers' Whisper does so with the encoder states of the first step, which is why
         only the steps share)."""
-        once = dict(feeds)
-        for name in self.layout.cross:
-            once[name] = self.B.slice(feeds[name], [0] * 4, [1, *self.B.shape(feeds[name])[1:]], [1] * 4)
+        once = feeds | {name: self._first_row(feeds[name]) for name in self.layout.cross}
         try:
             again = run_model(model, self._known(model, once), grows=True)
         except Exception:  # noqa: BLE001 - a graph that cannot broadcast it: the rows keep their copies
             return False
+        passed_through = {n.replace("past_key_values", "present") for n in self.layout.cross}
         for name, value in out.items():
-            if name in {n.replace("past_key_values", "present") for n in self.layout.cross}:
+            if name in passed_through:
                 continue
             a, b = (np.asarray(self.B.to_numpy(v) if self.B.is_array(v) else v, np.float64) for v in (value, again[name]))
             if a.shape != b.shape or not np.allclose(a, b, rtol=1e-4, atol=1e-4 * (np.abs(a).max(initial=0) or 1)):
