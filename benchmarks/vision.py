@@ -1,8 +1,9 @@
 """Vision pipelines' throughput: ours (mlx, torch) beside onnxruntime and the transformers pipeline.
 
-Two models of real shapes with random seeded weights (``benchmarks/vision_models.py``): a
-ViT-base image classifier (``image_classification``) and a CLIP ViT-B/32 scoring 5 candidate labels
-(``zero_shot_image_classification``), both optimum-onnx exports in the transformers.js layout. The
+Models of real shapes with random seeded weights (``benchmarks/vision_models.py``): a ViT-base image
+classifier (``image_classification``), a CLIP ViT-B/32 scoring 5 candidate labels
+(``zero_shot_image_classification``) and, on request, Depth Anything small (``depth_estimation``, one
+image a call: its sizes follow each image's), all optimum-onnx exports in the transformers.js layout. The
 images are scikit-image's photographs (``tests/fixtures/images.py``), by path, cycled to fill the
 batch. Engines, side by side in one process:
 
@@ -24,6 +25,7 @@ the breakdown table splits each pipeline's time into preprocessing, model and th
     python benchmarks/vision.py                # table, and benchmarks/results/vision.md
     python benchmarks/vision.py --json         # the same numbers as JSON on stdout
     python benchmarks/vision.py --models vit-base --batches 1 --runs 1 --engines mlx,onnxruntime --output ''
+    python benchmarks/vision.py --models depth-anything-small --batches 1 --output benchmarks/results/vision-depth.md
 """
 
 from __future__ import annotations
@@ -60,14 +62,25 @@ BUSY_LOAD = 3.0  # a 1-minute load average above this at the end: other jobs ran
 MODELS = {  # benchmark model -> (task, its output the model-only cells compare)
     "vit-base": ("image-classification", "logits"),
     "clip-b32": ("zero-shot-image-classification", "logits_per_image"),
+    "depth-anything-small": ("depth-estimation", "predicted_depth"),
+}
+DEFAULT_MODELS = ("vit-base", "clip-b32")
+ONE_IMAGE_A_CALL = {"depth-estimation"}  # each image keeps its own size: no batch of several
+DESCRIPTIONS = {
+    "vit-base": "ViT-base (google/vit-base-patch16-224's shapes, 1000 labels) through `image_classification`",
+    "clip-b32": "CLIP ViT-B/32 (openai/clip-vit-base-patch32's) scoring {n} candidate labels through "
+                "`zero_shot_image_classification`",
+    "depth-anything-small": "Depth Anything small (LiheYoung/depth-anything-small-hf's shapes: DINOv2-S/14, images "
+                            "fit in 518 x 518) through `depth_estimation`",
 }
 CANDIDATES = ["tabby cat", "golden retriever", "coffee mug", "espresso", "astronaut"]  # the zero-shot labels
 
 
 # ---------------------------------------------------------------------------------- engines
 class Engine:
-    """One engine for one model and batch size: ``classify(paths) -> [{label: score}]`` (batched as the
-    engine batches at ``batch``), ``run_model(feeds) -> the compared output`` (numpy) and the pipeline.
+    """One engine for one model and batch size: ``predict(paths)`` (batched as the engine batches at ``batch``:
+    ``{label: score}`` an image, or its depth map as numpy), ``run_model(feeds) -> the compared output`` (numpy) and
+    the pipeline.
 
     ``mlx-cache`` is ``mlx`` with ``mx.set_cache_limit(2 GB)`` while it runs (``active()``): MLX's CPU
     allocator keeps only 32 MB of freed buffers by default, so the larger activations of a batch go back
@@ -106,18 +119,21 @@ class Engine:
         finally:
             mx.set_cache_limit(previous)
 
-    def classify(self, paths: list[str]) -> list[dict[str, float]]:
+    def predict(self, paths: list[str]) -> list[Any]:
         if self.kind == "transformers":
             extra = {"candidate_labels": CANDIDATES} if self.task == "zero-shot-image-classification" else {}
             if self.batch == 1:
                 results = [self.pipe(p, **extra) for p in paths]
             else:
                 results = self.pipe(paths, batch_size=self.batch, **extra)
-            return [{r["label"]: r["score"] for r in result} for result in results]
-        if self.batch == 1:
+        elif self.batch == 1:
             results = [self.pipe(p) for p in paths]
         else:
             results = self.pipe(paths)
+        if self.task == "depth-estimation":
+            return [np.asarray(r["predicted_depth"], np.float32) for r in results]
+        if self.kind == "transformers":
+            return [{r["label"]: r["score"] for r in result} for result in results]
         return [{r["label"]: r["score"] for r in result["predictions"]} for result in results]
 
     def run_model(self, feeds: dict[str, np.ndarray]) -> np.ndarray:
@@ -211,8 +227,8 @@ def preprocessing(name: str, folder: Path, photos: list[str], runs: int) -> dict
                 fn(item)
         return 1000 * timed(one_pass, runs, 30.0)["median_s"] / len(items)
 
-    ours_pixels = np.stack([ours.preprocess(i, 0)[0].pixel_values for i in images])
-    their_pixels = theirs(images=images, return_tensors="np")["pixel_values"]
+    ours_pixels = [ours.preprocess(i, 0)[0].pixel_values for i in images]
+    their_pixels = [theirs(images=i, return_tensors="np")["pixel_values"][0] for i in images]
     return {
         "processor": type(theirs).__name__,
         "decode_ms": {"ours": per_image(load_image, photos), "transformers": per_image(hf_load_image, photos)},
@@ -220,15 +236,20 @@ def preprocessing(name: str, folder: Path, photos: list[str], runs: int) -> dict
             "ours": per_image(lambda i: ours.preprocess(i, 0), images),
             "transformers": per_image(lambda i: theirs(images=i, return_tensors="np"), images),
         },
-        "pixel_values_max_abs_diff": float(np.abs(ours_pixels - their_pixels).max()),
+        "pixel_values_max_abs_diff": max(float(np.abs(a - b).max()) for a, b in zip(ours_pixels, their_pixels, strict=True)),
     }
 
 
-def scores_diff(got: list[dict[str, float]], ref: list[dict[str, float]]) -> dict:
-    """Max |score difference| over the labels both report, and how many images agree on the top label."""
+def agreement(task: str, got: list[Any], ref: list[Any]) -> str:
+    """How ``got`` agrees with transformers' ``ref``, image by image: the max |score difference| over the labels
+    both report and how many images agree on the top label; for depth maps, the max |difference| relative to each
+    reference map's largest value (the spec's measure)."""
+    if task in ONE_IMAGE_A_CALL:
+        worst = max(float(np.abs(g - r).max() / max(float(np.abs(r).max()), 1e-30)) for g, r in zip(got, ref, strict=True))
+        return f"depth {worst:.1e} of the largest"
     diffs = [abs(g[k] - r[k]) for g, r in zip(got, ref, strict=True) for k in g.keys() & r.keys()]
     top = sum(max(g, key=g.get) == max(r, key=r.get) for g, r in zip(got, ref, strict=True))
-    return {"max_abs_diff": max(diffs) if diffs else None, "top1_agree": f"{top}/{len(ref)}"}
+    return (f"scores {max(diffs):.1e}, " if diffs else "") + f"top-1 {top}/{len(ref)}"
 
 
 def bench(args: argparse.Namespace) -> dict:
@@ -248,6 +269,9 @@ def bench(args: argparse.Namespace) -> dict:
         entry["preprocessing"] = preprocessing(name, folder, photos, args.runs)
         print(f"  {name}: preprocessing done", file=sys.stderr, flush=True)
         for batch in batches:
+            if batch > 1 and MODELS[name][0] in ONE_IMAGE_A_CALL:
+                print(f"  {name}: batch {batch} skipped (one image a call)", file=sys.stderr, flush=True)
+                continue
             count = args.latency_images if batch == 1 else args.images
             paths = [photos[i % len(photos)] for i in range(count)]
             feeds = model_feeds(name, folder, paths[:batch])
@@ -260,7 +284,7 @@ def bench(args: argparse.Namespace) -> dict:
                     row[kind] = {"load_s": time.perf_counter() - t0}
                 except Exception as e:  # noqa: BLE001  (a failing engine is reported in its cells)
                     row[kind] = {"error": error_cell(e, args.verbose)}
-            pipes = interleaved({k: lambda e=e, p=paths: e.classify(p) for k, e in engines.items()}, engines,
+            pipes = interleaved({k: lambda e=e, p=paths: e.predict(p) for k, e in engines.items()}, engines,
                                 args.runs, args.budget, args.verbose)
             print(f"  {name} batch {batch}: pipelines done", file=sys.stderr, flush=True)
             models = interleaved({k: lambda e=e, f=feeds: e.run_model(f) for k, e in engines.items()}, engines,
@@ -278,14 +302,14 @@ def bench(args: argparse.Namespace) -> dict:
                 row[kind]["model"] = model if "error" in model else model | {"images_per_s": batch / model["median_s"]}
             del engines
             gc.collect()
-            _compare(row, outs, model_outs)
+            _compare(MODELS[name][0], row, outs, model_outs)
             entry["batches"][str(batch)] = row
         result["models"][name] = entry
     result["environment"]["load_average_1min_end"] = round(os.getloadavg()[0], 2)
     return result
 
 
-def _compare(row: dict[str, dict], outs: dict[str, list], model_outs: dict[str, np.ndarray]) -> None:
+def _compare(task: str, row: dict[str, dict], outs: dict[str, list], model_outs: dict[str, np.ndarray]) -> None:
     """Ratios to onnxruntime and transformers; scores against transformers, model outputs against onnxruntime."""
     for kind, cell in row.items():
         if "images_per_s" not in cell:
@@ -297,7 +321,7 @@ def _compare(row: dict[str, dict], outs: dict[str, list], model_outs: dict[str, 
             if "images_per_s" in model and "images_per_s" in row.get(base, {}).get("model", {}):
                 model[f"ratio_to_{base}"] = model["images_per_s"] / row[base]["model"]["images_per_s"]
         if "transformers" in outs:
-            cell["scores_vs_transformers"] = scores_diff(outs[kind], outs["transformers"])
+            cell["vs_transformers"] = agreement(task, outs[kind], outs["transformers"])
         if "onnxruntime" in model_outs and kind in model_outs:
             model["max_abs_diff_vs_onnxruntime"] = float(np.abs(model_outs[kind] - model_outs["onnxruntime"]).max())
 
@@ -337,12 +361,11 @@ def markdown(result: dict, runs: int) -> str:
     env = result["environment"]
     blas = env["mlx_blas"].get("library") or env["mlx_blas"].get("status")
     waited = env.get("waited_for_quiet_s")
+    models = "; ".join(DESCRIPTIONS[m].format(n=len(CANDIDATES)) for m in result["models"])
     lines = [
         "# Vision benchmark",
         "",
-        "Random-weight models of real shapes (`benchmarks/vision_models.py`): ViT-base (google/vit-base-patch16-224's "
-        "shapes, 1000 labels) through `image_classification`, and CLIP ViT-B/32 (openai/clip-vit-base-patch32's) "
-        f"scoring {len(CANDIDATES)} candidate labels through `zero_shot_image_classification`; `onnx/model.onnx` "
+        f"Random-weight models of real shapes (`benchmarks/vision_models.py`): {models}; `onnx/model.onnx` "
         f"fp32 from optimum-onnx. Images: scikit-image's photographs {', '.join(result['photos'])} (by path, "
         "cycled). Batch 1: one call per image; a larger batch B: one call with all the images, each engine "
         "batching B.",
@@ -412,18 +435,17 @@ def markdown(result: dict, runs: int) -> str:
         for batch, row in entry["batches"].items():
             cells = []
             for k in kinds:
-                s, m = row[k].get("scores_vs_transformers"), row[k].get("model", {})
-                if s is None:
+                text, m = row[k].get("vs_transformers"), row[k].get("model", {})
+                if text is None:
                     cells.append("-")
                     continue
-                text = f"scores {s['max_abs_diff']:.1e}, top-1 {s['top1_agree']}" if s["max_abs_diff"] is not None \
-                    else f"top-1 {s['top1_agree']}"
                 if "max_abs_diff_vs_onnxruntime" in m and k != "onnxruntime":
                     text += f"; {MODELS[name][1]} {m['max_abs_diff_vs_onnxruntime']:.1e} vs ort"
                 cells.append(text)
             lines.append(f"| batch {batch} | " + " | ".join(cells) + " |")
         lines.append("")
-        lines.append("(scores: max abs difference to transformers' over the labels both return; "
+        lines.append("(scores: max abs difference to transformers' over the labels both return; depth: max abs "
+                     "difference to transformers' map, relative to its largest value; "
                      f"{MODELS[name][1]}: the model-alone output's max abs difference to onnxruntime's)")
     return "\n".join(lines) + "\n"
 
@@ -458,7 +480,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument("--models", default=",".join(MODELS), help=f"a comma-separated subset of {','.join(MODELS)}")
+    p.add_argument("--models", default=",".join(DEFAULT_MODELS), help=f"a comma-separated subset of {','.join(MODELS)}")
     p.add_argument("--batches", default="1,16", help="batch sizes, comma-separated (1: one call per image)")
     p.add_argument("--engines", default=",".join(ENGINES),
                    help=f"a comma-separated subset of {','.join(ENGINES + MORE_ENGINES)}")

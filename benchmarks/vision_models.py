@@ -7,6 +7,10 @@
   768 x 12 layers at 224 px, patch 32; text 512 x 12 layers, 77 positions, vocabulary 49408;
   projection 512) with its ``CLIPImageProcessor`` and a CLIP-style BPE tokenizer trained offline
   (512 pieces, as the tiny clip fixture's).
+- ``depth-anything-small``: ``DepthAnythingForDepthEstimation`` shaped as LiheYoung/depth-anything-small-hf
+  (a DINOv2-S/14 backbone, 384 x 12 layers, its last four layers into the DPT neck and head of transformers'
+  defaults) with its ``DPTImageProcessor`` (fit in 518 x 518 keeping the aspect ratio, sides multiples of
+  14, bicubic, ImageNet mean/std); the head's last convolution made positive, as the tiny fixture's.
 
 Each is built once into ``.cache/benchmarks/<name>-<hash>/`` with the fixtures' lock and cache
 (:func:`tests.fixtures.bert.build`) and exported by optimum-onnx to ``onnx/model.onnx`` (fp32 only),
@@ -14,7 +18,7 @@ checked against PyTorch in onnxruntime like every vision fixture (``tests/fixtur
 whose export, check and tokenizer helpers this module reuses). The hash covers the spec, this file
 and the package versions. About 2 minutes and 1 GB the first time.
 
-    python benchmarks/vision_models.py [vit-base clip-b32]     # build, print the folders
+    python benchmarks/vision_models.py [vit-base clip-b32 depth-anything-small]   # build, print the folders
 """
 
 from __future__ import annotations
@@ -49,7 +53,8 @@ class BenchSpec:
     seed: int = 0
 
 
-SPECS = {s.name: s for s in (BenchSpec("vit-base", "vit", seed=1), BenchSpec("clip-b32", "clip", seed=2))}
+SPECS = {s.name: s for s in (BenchSpec("vit-base", "vit", seed=1), BenchSpec("clip-b32", "clip", seed=2),
+                            BenchSpec("depth-anything-small", "depth_anything", seed=3))}
 
 
 def key(spec: BenchSpec) -> str:
@@ -84,7 +89,26 @@ def _clip(spec: BenchSpec) -> vm.Parts:
     return vm.Parts(T.CLIPModel(config), processor, "zero-shot-image-classification", vm._text_image_feeds)
 
 
-FAMILIES = {"vit": _vit, "clip": _clip}
+def _depth_anything(spec: BenchSpec) -> vm.Parts:
+    import types
+
+    import transformers as T
+    from optimum.exporters.onnx.model_configs import DptOnnxConfig
+
+    backbone = T.Dinov2Config(image_size=518, patch_size=14, hidden_size=384, num_hidden_layers=12,
+                              num_attention_heads=6, out_indices=[9, 10, 11, 12], reshape_hidden_states=False)
+    config = T.DepthAnythingConfig(backbone_config=backbone)  # the neck and head defaults are the small model's
+    config.image_size, config.num_channels = 518, 3  # read by optimum's dummy image generator
+    processor = T.DPTImageProcessor(size={"height": 518, "width": 518}, keep_aspect_ratio=True, ensure_multiple_of=14,
+                                    image_mean=vm.IMAGENET_MEAN, image_std=vm.IMAGENET_STD)
+    model = T.DepthAnythingForDepthEstimation(config)
+    model.head.forward = types.MethodType(vm._depth_anything_head_forward, model.head)  # the size traced
+    return vm.Parts(model, processor, "depth-estimation", vm._one_image_feeds,
+                    custom_onnx_configs={"model": DptOnnxConfig(config, task="depth-estimation")},
+                    adjust=vm._positive_depth)
+
+
+FAMILIES = {"vit": _vit, "clip": _clip, "depth_anything": _depth_anything}
 
 
 def _fill(spec: BenchSpec, out: Path) -> None:
@@ -95,6 +119,8 @@ def _fill(spec: BenchSpec, out: Path) -> None:
     t0 = time.time()
     torch.manual_seed(spec.seed)
     parts = FAMILIES[spec.family](spec)
+    if parts.adjust is not None:
+        parts.adjust(parts.model)
     model = parts.model.eval()
     model.save_pretrained(out)
     parts.processor.save_pretrained(out)

@@ -23,12 +23,27 @@ def test_vision_engines_agree_with_transformers(monkeypatch):
 
     monkeypatch.setitem(vision.MODELS, "vit", ("image-classification", "logits"))
     paths = [str(image_path("chelsea")), str(image_path("coffee"))]
-    scores = {kind: vision.Engine(kind, "vit", build("vit"), 2).classify(paths) for kind in ENGINES}
+    scores = {kind: vision.Engine(kind, "vit", build("vit"), 2).predict(paths) for kind in ENGINES}
     for kind in ENGINES[:3]:
         for ours, theirs in zip(scores[kind], scores["transformers"], strict=True):
             assert ours.keys() == theirs.keys(), kind
             np.testing.assert_allclose([ours[k] for k in theirs], list(theirs.values()), rtol=0, atol=1e-5,
                                        err_msg=kind)
+    assert vision.agreement("image-classification", scores["mlx"], scores["transformers"]).endswith("top-1 2/2")
+
+
+def test_vision_depth_engines_agree_with_transformers(monkeypatch):
+    from benchmarks import vision
+    from tests.fixtures.vision_models import build
+
+    monkeypatch.setitem(vision.MODELS, "depth_anything", ("depth-estimation", "predicted_depth"))
+    paths = [str(image_path("chelsea")), str(image_path("coffee"))]  # two sizes: one image a call
+    depths = {kind: vision.Engine(kind, "depth_anything", build("depth_anything"), 1).predict(paths) for kind in ENGINES}
+    for kind in ENGINES[:3]:
+        for ours, theirs in zip(depths[kind], depths["transformers"], strict=True):
+            assert ours.shape == theirs.shape, kind
+            # the spec's depth tolerance: 1e-4 of the reference map's largest value
+            np.testing.assert_allclose(ours, theirs, rtol=0, atol=1e-4 * np.abs(theirs).max(), err_msg=kind)
 
 
 def test_text_to_text_engines_agree_with_transformers():

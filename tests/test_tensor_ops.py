@@ -136,3 +136,42 @@ def test_constant_attributes(attr, want):
     ]
     assert got.dtype == want.dtype
     np.testing.assert_array_equal(got, want)
+
+
+RESIZES = [  # (input H, W), sizes or scales, mode, coordinate_transformation_mode, cubic_coeff_a, exclude_outside
+    ((4, 5), {"sizes": (9, 13)}, "linear", "half_pixel", -0.75, 0),
+    ((8, 10), {"sizes": (3, 4)}, "linear", "pytorch_half_pixel", -0.75, 0),
+    ((4, 5), {"scales": (2.0, 3.0)}, "linear", "align_corners", -0.75, 0),
+    ((6, 7), {"sizes": (14, 9)}, "cubic", "half_pixel", -0.75, 0),
+    ((9, 12), {"sizes": (4, 5)}, "cubic", "align_corners", -0.75, 0),
+    ((4, 5), {"sizes": (9, 13)}, "cubic", "half_pixel", -0.5, 0),  # not torch's a: the taps
+    ((4, 5), {"sizes": (9, 13)}, "cubic", "half_pixel", -0.75, 1),  # excluded taps: the taps
+    ((4, 5), {"scales": (1.5, 1.5)}, "linear", "half_pixel", -0.75, 0),  # 6.0 rows, 7.5 columns: the taps
+    ((4, 5), {"sizes": (9, 13)}, "linear", "asymmetric", -0.75, 0),  # the taps
+]
+
+
+@pytest.mark.parametrize("hw,target,mode,ctm,a,exclude", RESIZES)
+def test_resize_in_one_kernel_where_it_is_the_same(monkeypatch, hw, target, mode, ctm, a, exclude):
+    """torch runs a plain 2-D linear or cubic resize as ``F.interpolate`` (``B.interpolate_2d``), every other one as
+    the taps; both against onnx's reference, within float32 rounding (the kernel sums the taps in its own order)."""
+    from transmuter_mlx.converters.backends.torch import TorchBackend
+
+    calls = []
+    kernel = TorchBackend.interpolate_2d
+    monkeypatch.setattr(TorchBackend, "interpolate_2d", lambda self, *args: calls.append(args) or kernel(self, *args))
+    x = np.random.default_rng(0).standard_normal((2, 3, *hw)).astype(np.float32)
+    if "sizes" in target:
+        consts = {"roi": np.zeros(0, np.float32), "scales": np.zeros(0, np.float32),
+                  "sizes": np.array((2, 3, *target["sizes"]), np.int64)}
+    else:
+        consts = {"roi": np.zeros(0, np.float32), "scales": np.array((1, 1, *target["scales"]), np.float32)}
+    model = _model("Resize", {"x": x}, consts, mode=mode, coordinate_transformation_mode=ctm, cubic_coeff_a=a,
+                   exclude_outside=exclude)
+    want = ReferenceEvaluator(model).run(None, {"x": x})[0]
+    m = load(model, backend="torch")
+    got = m.backend.to_numpy(m({"x": x})["y0"])
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=0, atol=2e-6 * np.abs(want).max())
+    plain = ctm != "asymmetric" and a == -0.75 and not exclude and target != {"scales": (1.5, 1.5)}
+    assert bool(calls) == plain, calls

@@ -195,6 +195,12 @@ class Backend(Protocol):
         """The exact int32 product of int8 ``a`` (..., M, K) by ``int8_matmul_weight(w)``, (..., M, N)."""
         ...
 
+    def interpolate_2d(self, x: Array, size: tuple[int, int], mode: str, align_corners: bool) -> Array | None:
+        """float32 ``x`` (N, C, H, W) resized to ``size`` (H, W) in one kernel, as PyTorch's ``interpolate``: ``mode``
+        "linear" (bilinear) or "cubic" (bicubic, a = -0.75), half-pixel coordinates or ``align_corners``; None where
+        this backend has no such kernel (``ops/resize.py`` then gathers the taps of one axis after the other)."""
+        ...
+
     def dynamic_quantize_uint8(self, x: Array) -> tuple[Array, Array, Array] | None:
         """ONNX's ``DynamicQuantizeLinear`` of float32 ``x`` as (uint8 codes, float32 scale, uint8 zero point), each
         value bit for bit the op's formula (``converters/ops/quantized.py``), in fewer calls than its ~17 ops; None

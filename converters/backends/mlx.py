@@ -270,6 +270,9 @@ class MlxBackend:
     def int8_matmul(self, a: mx.array, w: Any) -> mx.array:
         raise NotImplementedError("MLX has no int8 GEMM (int8_matmul_weight is None)")
 
+    def interpolate_2d(self, x: mx.array, size: tuple[int, int], mode: str, align_corners: bool) -> None:
+        return None  # MLX has no resize kernel (mlx.nn.Upsample gathers too): the taps fuse under mx.compile
+
     def dynamic_quantize_uint8(self, x: mx.array) -> None:
         return None  # mx.compile fuses the op's element-wise formula already
 

@@ -204,6 +204,9 @@ class NumpyBackend:
     def int8_matmul(self, a: np.ndarray, w: Any) -> np.ndarray:
         raise NotImplementedError("numpy has no int8 GEMM (int8_matmul_weight is None)")
 
+    def interpolate_2d(self, x: np.ndarray, size: tuple[int, int], mode: str, align_corners: bool) -> None:
+        return None  # the taps are numpy's own gathers already
+
     def dynamic_quantize_uint8(self, x: np.ndarray) -> None:
         return None  # the host runs the formula (no dispatch cost to save)
 

@@ -108,6 +108,10 @@ def resize_nd(B: Any, x: Any, sizes: list[int], scales: list[float], *, mode: st
               nearest_mode: str = "round_prefer_floor") -> Any:  # fmt: skip
     """``x`` resized to ``sizes`` (all axes) with the given per-axis ``scales``."""
     shape = B.shape(x)
+    if _is_plain_2d(shape, np.dtype(B.dtype(x)), sizes, scales, mode, ctm, roi, antialias, a, exclude_outside):
+        resized = B.interpolate_2d(x, (int(sizes[2]), int(sizes[3])), mode, ctm == "align_corners")
+        if resized is not None:
+            return resized
     rank = len(shape)
     dtype = np.dtype(B.dtype(x))
     # integers interpolate in float32 (then round); so does bfloat16, which numpy (on the host) only emulates
@@ -143,6 +147,23 @@ def resize_nd(B: Any, x: Any, sizes: list[int], scales: list[float], *, mode: st
         info = np.iinfo(dtype)
         y = B.astype(B.clip(B.round(y), info.min, info.max), dtype)
     return y
+
+
+def _is_plain_2d(shape: tuple[int, ...], dtype: np.dtype, sizes: list[int], scales: list[float], mode: str, ctm: str,
+                 roi: Any, antialias: int, a: float, exclude_outside: int) -> bool:
+    """Whether the resize is what ``B.interpolate_2d`` computes: float32 (N, C, H, W) resized on H and W alone,
+    linear or Keys cubic with a = -0.75 over clamped taps, half-pixel or align-corners coordinates, each resized
+    axis's scale its sizes' ratio (torch derives it from the sizes) and longer than one (where pytorch_half_pixel
+    and align_corners have special cases)."""
+    if len(shape) != 4 or dtype != np.float32 or antialias or exclude_outside or roi is not None:
+        return False
+    if mode not in ("linear", "cubic") or (mode == "cubic" and a != -0.75):
+        return False
+    if ctm not in ("half_pixel", "pytorch_half_pixel", "align_corners"):
+        return False
+    if list(sizes[:2]) != list(shape[:2]) or any(float(s) != 1.0 for s in scales[:2]):
+        return False
+    return all(int(sizes[i]) > 1 and float(scales[i]) * shape[i] == int(sizes[i]) for i in (2, 3))
 
 
 @register("Resize", 10, static_inputs=(1,))
