@@ -87,11 +87,12 @@ LABELS = {"mlx": "ours: mlx", "torch": "ours: torch", "onnxruntime": "onnxruntim
 
 
 def interleaved_passes(engines: Iterable[str], make: Callable[[str], Callable[[], Any]], runs: int,
-                       verbose: bool) -> dict[str, dict]:
+                       verbose: bool, agree: Callable[[Any, Any], Any] | None = None) -> dict[str, dict]:
     """Each engine's cell: ``make(kind)`` gives its runner, called once to warm up (plans every shape), then ``runs``
     timed passes of every engine in turn, so that other jobs on a shared machine slow them alike. A cell holds the
-    median ``seconds``, ``output_equals_transformers`` (None without a transformers engine) and ``vs_onnxruntime``
-    / ``vs_transformers`` (above 1: faster), or ``error`` for an engine that failed."""
+    median ``seconds``, ``output_equals_transformers`` (None without a transformers engine; with ``agree``, that
+    function of transformers' output and the engine's instead of ``==``) and ``vs_onnxruntime`` /
+    ``vs_transformers`` (above 1: faster), or ``error`` for an engine that failed."""
     engines = list(engines)
     runners, outputs, times, errors = {}, {}, {e: [] for e in engines}, {}
     for kind in engines:
@@ -116,7 +117,8 @@ def interleaved_passes(engines: Iterable[str], make: Callable[[str], Callable[[]
         if kind in errors:
             cells[kind] = {"error": errors[kind]}
             continue
-        same = outputs["transformers"] == outputs[kind] if "transformers" in outputs else None
+        compare = agree or (lambda ref, got: ref == got)
+        same = compare(outputs["transformers"], outputs[kind]) if "transformers" in outputs else None
         cells[kind] = {"seconds": round(statistics.median(times[kind]), 3), "output_equals_transformers": same}
     for cell in cells.values():
         for ref in ("onnxruntime", "transformers"):

@@ -175,3 +175,20 @@ def test_resize_in_one_kernel_where_it_is_the_same(monkeypatch, hw, target, mode
     np.testing.assert_allclose(got, want, rtol=0, atol=2e-6 * np.abs(want).max())
     plain = ctm != "asymmetric" and a == -0.75 and not exclude and target != {"scales": (1.5, 1.5)}
     assert bool(calls) == plain, calls
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("shape", [(2, 3, 5000), (1, 4, 30, 70), (2, 2, 1)])
+def test_instance_norm_as_a_layer_norm_of_the_positions(backend, shape):
+    """float32 InstanceNormalization runs as the backend's layer norm over each (n, c)'s positions (wav2vec2's group
+    norm): the op's formula within float32 rounding (1e-5 of the largest output), channels scaled and shifted."""
+    rng = np.random.default_rng(1)
+    x = (rng.standard_normal(shape) * 3 + 2).astype(np.float32)
+    consts = {"scale": rng.standard_normal(shape[1]).astype(np.float32),
+              "bias": rng.standard_normal(shape[1]).astype(np.float32)}
+    model = _model("InstanceNormalization", {"x": x}, consts, epsilon=1e-5)
+    want = ReferenceEvaluator(model).run(None, {"x": x})[0]
+    m = load(model, backend=backend)
+    got = m.backend.to_numpy(m({"x": x})["y0"])
+    assert got.shape == want.shape and got.dtype == np.float32
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-5 * np.abs(want).max())

@@ -1,0 +1,185 @@
+"""Model families at real shapes, the model alone: ours (mlx, torch) beside onnxruntime and PyTorch eager.
+
+Where a family's export meets an op path of ours that PyTorch runs in fewer passes, it shows here first (this
+sweep found `Resize` as gathers and `InstanceNormalization` as its formula on 2026-12-07). Each family is a
+transformers model of a real checkpoint's configuration with random seeded weights, exported by optimum-onnx
+(fp32, the transformers.js layout) into ``.cache/benchmarks/sweep/`` on first use; one input of the
+checkpoint's usual size:
+
+- ``segformer-b0``: ``SegformerForSemanticSegmentation`` of nvidia/mit-b0's shapes, 150 labels, 512 x 512;
+- ``detr-r50``: ``DetrForObjectDetection`` of facebook/detr-resnet-50's shapes (transformers' ResNet-50
+  backbone), 800 x 1066;
+- ``wav2vec2-base``: ``Wav2Vec2ForSequenceClassification`` of facebook/wav2vec2-base's shapes, 10 s at 16 kHz.
+
+Engines, side by side in one process, each on the same feeds: ours ``load(onnx, backend="mlx"|"torch")``;
+onnxruntime (CPU provider, default threads); PyTorch eager (the transformers model in ``inference_mode``, the
+"transformers" engine). Each cell is the median of ``--runs`` interleaved calls after a warm-up, with the
+ratios to onnxruntime and to PyTorch, and the first output's max abs difference to PyTorch's relative to its
+largest value.
+
+    python benchmarks/model_sweep.py                          # table, and benchmarks/results/model-sweep.md
+    python benchmarks/model_sweep.py --models wav2vec2-base --engines torch,transformers --output ''
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.metadata
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import numpy as np  # noqa: E402
+
+import transmuter_mlx  # noqa: E402, F401  (first: it sets up the BLAS before mlx.core loads)
+from benchmarks._report import engines_arguments, environment, interleaved_passes, publish  # noqa: E402
+
+CACHE = ROOT / ".cache" / "benchmarks" / "sweep"
+
+
+def _segformer() -> tuple[Any, dict[str, np.ndarray]]:
+    import transformers as T
+
+    model = T.SegformerForSemanticSegmentation(T.SegformerConfig(num_labels=150))  # the defaults are mit-b0's
+    return model, {"pixel_values": _noise((1, 3, 512, 512))}
+
+
+def _detr() -> tuple[Any, dict[str, np.ndarray]]:
+    import transformers as T
+
+    backbone = T.ResNetConfig(out_features=["stage4"])  # the defaults are ResNet-50's
+    config = T.DetrConfig(use_timm_backbone=False, use_pretrained_backbone=False, backbone_config=backbone,
+                          backbone=None)
+    return T.DetrForObjectDetection(config), {"pixel_values": _noise((1, 3, 800, 1066)),
+                                              "pixel_mask": np.ones((1, 800, 1066), np.int64)}
+
+
+def _wav2vec2() -> tuple[Any, dict[str, np.ndarray]]:
+    import transformers as T
+
+    model = T.Wav2Vec2ForSequenceClassification(T.Wav2Vec2Config(num_labels=10))  # wav2vec2-base's shapes
+    return model, {"input_values": _noise((1, 160_000))}
+
+
+FAMILIES: dict[str, tuple[str, Callable[[], tuple[Any, dict[str, np.ndarray]]]]] = {
+    "segformer-b0": ("semantic-segmentation", _segformer),
+    "detr-r50": ("object-detection", _detr),
+    "wav2vec2-base": ("audio-classification", _wav2vec2),
+}
+
+
+def _noise(shape: tuple[int, ...]) -> np.ndarray:
+    return np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+
+
+def build(name: str) -> tuple[Any, Path, dict[str, np.ndarray]]:
+    """The family's PyTorch model (seeded), its ONNX file (exported once, cached by this file's and the packages'
+    versions) and its feeds."""
+    import torch
+    from optimum.exporters.onnx import onnx_export_from_model
+
+    from tests.fixtures.bert import PACKAGES
+
+    task, make = FAMILIES[name]
+    torch.manual_seed(0)
+    model, feeds = make()
+    model.eval()
+    key = hashlib.sha256(Path(__file__).read_bytes())
+    key.update(" ".join([name, *(f"{p}={importlib.metadata.version(p)}" for p in PACKAGES)]).encode())
+    folder = CACHE / f"{name}-{key.hexdigest()[:12]}"
+    path = folder / "model.onnx"
+    if not path.exists():
+        from tests.fixtures.cli import build_log
+
+        folder.mkdir(parents=True, exist_ok=True)
+        with build_log(folder / "build.log"):  # the exporter's library logs go to a file
+            onnx_export_from_model(model, folder, task=task, do_validation=False)
+        model.eval()  # torch.onnx.export leaves a module in train mode
+    return model, path, feeds
+
+
+def runner(kind: str, model: Any, path: Path, feeds: dict[str, np.ndarray]) -> Callable[[], np.ndarray]:
+    """``() -> the first output`` (numpy) of one engine on ``feeds``."""
+    if kind == "transformers":
+        import torch
+
+        def eager() -> np.ndarray:
+            with torch.inference_mode():
+                out = model(**{k: torch.from_numpy(v) for k, v in feeds.items()})
+            return out[0].numpy()
+
+        return eager
+    if kind == "onnxruntime":
+        from parity.ort_model import OrtModel
+
+        engine = OrtModel(path, threads=0, exact=False)  # threads=0: one a core, as ours and PyTorch use
+    else:
+        from transmuter_mlx.converters.model import load
+
+        engine = load(path, backend=kind)
+    first = engine.outputs[0].name
+    feeds = {k: v for k, v in feeds.items() if k in {i.name for i in engine.inputs}}
+    return lambda: np.asarray(engine.backend.to_numpy(engine(feeds)[first]))
+
+
+def relative_difference(reference: np.ndarray, output: np.ndarray) -> float:
+    """max |output - reference| / max |reference|."""
+    return float(np.abs(output - reference).max() / max(float(np.abs(reference).max()), 1e-30))
+
+
+def measure(names: list[str], engines: list[str], runs: int, verbose: bool) -> dict:
+    results: dict[str, Any] = {"models": {}, "environment": environment(["mlx", "torch", "onnxruntime", "transformers"])}
+    for name in names:
+        model, path, feeds = build(name)
+        results["models"][name] = interleaved_passes(
+            engines, functools.partial(runner, model=model, path=path, feeds=feeds), runs, verbose,
+            agree=relative_difference)
+        print(f"  {name} done", file=sys.stderr, flush=True)
+    return results
+
+
+def markdown(results: dict) -> str:
+    env = results["environment"]
+    lines = ["# Model families at real shapes, the model alone", "",
+             "Milliseconds a call (median of interleaved calls after a warm-up), ratio to onnxruntime (ort) and to "
+             "PyTorch eager (pt); the first output's max abs difference to PyTorch's, relative to its largest "
+             "value. `benchmarks/model_sweep.py`.", "",
+             f"Machine: {env['machine']} ({env['cpu']}), {env['cpus']} CPUs (load average {env['load_average_1min']} "
+             f"at start), Python {env['python']}; mlx {env.get('mlx')}, torch {env.get('torch')}, onnxruntime "
+             f"{env.get('onnxruntime')}, transformers {env.get('transformers')}.", ""]
+    kinds = list(next(iter(results["models"].values())).keys()) if results["models"] else []
+    labels = {"mlx": "ours: mlx", "torch": "ours: torch", "onnxruntime": "onnxruntime", "transformers": "PyTorch eager"}
+    lines += ["| model | " + " | ".join(labels.get(k, k) for k in kinds) + " |", "|---|" + "---|" * len(kinds)]
+    for name, cells in results["models"].items():
+        row = []
+        for kind in kinds:
+            c = cells[kind]
+            if "error" in c:
+                row.append(c["error"])
+                continue
+            ratios = ", ".join(f"{c[f'vs_{r}']:.2f}x {short}" for r, short in (("onnxruntime", "ort"),
+                                                                              ("transformers", "pt")) if f"vs_{r}" in c)
+            agree = c["output_equals_transformers"]
+            row.append(f"{1000 * c['seconds']:.0f} ms ({ratios})" + ("" if agree is None else f", {agree:.1e}"))
+        lines.append(f"| {name} | " + " | ".join(row) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = engines_arguments(__doc__, ROOT / "benchmarks" / "results" / "model-sweep.md")
+    parser.add_argument("--models", default=",".join(FAMILIES), help=f"a comma-separated subset of {','.join(FAMILIES)}")
+    args = parser.parse_args(argv)
+    results = measure([m for m in args.models.split(",") if m], [e for e in args.engines.split(",") if e],
+                      args.runs, args.verbose)
+    return publish(results, markdown(results), args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
