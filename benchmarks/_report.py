@@ -89,7 +89,8 @@ LABELS = {"mlx": "ours: mlx", "torch": "ours: torch", "onnxruntime": "onnxruntim
 def interleaved_passes(engines: Iterable[str], make: Callable[[str], Callable[[], Any]], runs: int,
                        verbose: bool, agree: Callable[[Any, Any], Any] | None = None) -> dict[str, dict]:
     """Each engine's cell: ``make(kind)`` gives its runner, called once to warm up (plans every shape), then ``runs``
-    timed passes of every engine in turn, so that other jobs on a shared machine slow them alike. A cell holds the
+    timed passes of every engine in turn (each round from the next engine on), so that other jobs on a shared
+    machine slow them alike. A cell holds the
     median ``seconds``, ``output_equals_transformers`` (None without a transformers engine; with ``agree``, that
     function of transformers' output and the engine's instead of ``==``) and ``vs_onnxruntime`` /
     ``vs_transformers`` (above 1: faster), or ``error`` for an engine that failed."""
@@ -101,8 +102,12 @@ def interleaved_passes(engines: Iterable[str], make: Callable[[str], Callable[[]
             outputs[kind] = runners[kind]()
         except Exception as e:  # noqa: BLE001 - one engine's failure leaves the others' numbers
             errors[kind] = error_cell(e, verbose)
-    for _ in range(runs):
-        for kind, run in runners.items():
+    kinds = list(runners)
+    for r in range(runs):
+        # each round starts one engine later: an engine's call right after another's (MLX's worker threads winding
+        # down, caches full of its buffers) is not always the same engine's lot
+        for kind in kinds[r % len(kinds):] + kinds[:r % len(kinds)]:
+            run = runners[kind]
             if kind in errors:
                 continue
             t0 = time.perf_counter()

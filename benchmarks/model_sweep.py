@@ -9,11 +9,16 @@ checkpoint's usual size:
 - ``segformer-b0``: ``SegformerForSemanticSegmentation`` of nvidia/mit-b0's shapes, 150 labels, 512 x 512;
 - ``detr-r50``: ``DetrForObjectDetection`` of facebook/detr-resnet-50's shapes (transformers' ResNet-50
   backbone), 800 x 1066;
-- ``wav2vec2-base``: ``Wav2Vec2ForSequenceClassification`` of facebook/wav2vec2-base's shapes, 10 s at 16 kHz.
+- ``wav2vec2-base``: ``Wav2Vec2ForSequenceClassification`` of facebook/wav2vec2-base's shapes, 10 s at 16 kHz;
+- ``convnext-tiny``, ``swin-tiny``: ``ConvNextForImageClassification`` / ``SwinForImageClassification`` of
+  facebook/convnext-tiny-224's and microsoft/swin-tiny-patch4-window7-224's shapes, 224 x 224;
+- ``ast``: ``ASTForAudioClassification`` of MIT/ast-finetuned-audioset-10-10-0.4593's shapes (527 labels), its
+  1024 frames of 128 mel bins.
 
 Engines, side by side in one process, each on the same feeds: ours ``load(onnx, backend="mlx"|"torch")``;
 onnxruntime (CPU provider, default threads); PyTorch eager (the transformers model in ``inference_mode``, the
-"transformers" engine). Each cell is the median of ``--runs`` interleaved calls after a warm-up, with the
+"transformers" engine). Each cell is the median of ``--runs`` interleaved calls after a warm-up (each round from
+the next engine on), with the
 ratios to onnxruntime and to PyTorch, and the first output's max abs difference to PyTorch's relative to its
 largest value.
 
@@ -68,10 +73,34 @@ def _wav2vec2() -> tuple[Any, dict[str, np.ndarray]]:
     return model, {"input_values": _noise((1, 160_000))}
 
 
+def _convnext() -> tuple[Any, dict[str, np.ndarray]]:
+    import transformers as T
+
+    model = T.ConvNextForImageClassification(T.ConvNextConfig())  # the defaults are convnext-tiny-224's
+    return model, {"pixel_values": _noise((1, 3, 224, 224))}
+
+
+def _swin() -> tuple[Any, dict[str, np.ndarray]]:
+    import transformers as T
+
+    model = T.SwinForImageClassification(T.SwinConfig())  # the defaults are swin-tiny-patch4-window7-224's
+    return model, {"pixel_values": _noise((1, 3, 224, 224))}
+
+
+def _ast() -> tuple[Any, dict[str, np.ndarray]]:
+    import transformers as T
+
+    model = T.ASTForAudioClassification(T.ASTConfig(num_labels=527))  # ast-finetuned-audioset-10-10-0.4593's
+    return model, {"input_values": _noise((1, 1024, 128))}
+
+
 FAMILIES: dict[str, tuple[str, Callable[[], tuple[Any, dict[str, np.ndarray]]]]] = {
     "segformer-b0": ("semantic-segmentation", _segformer),
     "detr-r50": ("object-detection", _detr),
     "wav2vec2-base": ("audio-classification", _wav2vec2),
+    "convnext-tiny": ("image-classification", _convnext),
+    "swin-tiny": ("image-classification", _swin),
+    "ast": ("audio-classification", _ast),
 }
 
 
