@@ -90,8 +90,7 @@ def interleaved_passes(engines: Iterable[str], make: Callable[[str], Callable[[]
                        verbose: bool, agree: Callable[[Any, Any], Any] | None = None) -> dict[str, dict]:
     """Each engine's cell: ``make(kind)`` gives its runner, called once to warm up (plans every shape), then ``runs``
     timed passes of every engine in turn (each round from the next engine on), so that other jobs on a shared
-    machine slow them alike. A cell holds the
-    median ``seconds``, ``output_equals_transformers`` (None without a transformers engine; with ``agree``, that
+    machine slow them alike. A cell holds the median ``seconds``, ``output_equals_transformers`` (None without a transformers engine; with ``agree``, that
     function of transformers' output and the engine's instead of ``==``) and ``vs_onnxruntime`` /
     ``vs_transformers`` (above 1: faster), or ``error`` for an engine that failed."""
     engines = list(engines)
@@ -118,11 +117,11 @@ def interleaved_passes(engines: Iterable[str], make: Callable[[str], Callable[[]
                 continue
             times[kind].append(time.perf_counter() - t0)
     cells: dict[str, dict] = {}
+    compare = agree or (lambda ref, got: ref == got)
     for kind in engines:
         if kind in errors:
             cells[kind] = {"error": errors[kind]}
             continue
-        compare = agree or (lambda ref, got: ref == got)
         same = compare(outputs["transformers"], outputs[kind]) if "transformers" in outputs else None
         cells[kind] = {"seconds": round(statistics.median(times[kind]), 3), "output_equals_transformers": same}
     for cell in cells.values():
