@@ -13,7 +13,9 @@ checkpoint's usual size:
 - ``convnext-tiny``, ``swin-tiny``: ``ConvNextForImageClassification`` / ``SwinForImageClassification`` of
   facebook/convnext-tiny-224's and microsoft/swin-tiny-patch4-window7-224's shapes, 224 x 224;
 - ``ast``: ``ASTForAudioClassification`` of MIT/ast-finetuned-audioset-10-10-0.4593's shapes (527 labels), its
-  1024 frames of 128 mel bins.
+  1024 frames of 128 mel bins;
+- ``dinov2-small``: ``Dinov2Model`` of facebook/dinov2-small's shapes at 224 x 224 (its 37 x 37 position
+  embeddings resized to 16 x 16 in the graph).
 
 Engines, side by side in one process, each on the same feeds: ours ``load(onnx, backend="mlx"|"torch")``;
 onnxruntime (CPU provider, default threads); PyTorch eager (the transformers model in ``inference_mode``, the
@@ -94,6 +96,18 @@ def _ast() -> tuple[Any, dict[str, np.ndarray]]:
     return model, {"input_values": _noise((1, 1024, 128))}
 
 
+def _dinov2() -> tuple[Any, dict[str, np.ndarray]]:
+    import transformers as T
+
+    config = T.Dinov2Config(image_size=518, hidden_size=384, num_hidden_layers=12, num_attention_heads=6)
+    return T.Dinov2Model(config), {"pixel_values": _noise((1, 3, 224, 224))}  # its 37 x 37 positions resized to 16
+
+
+PROCESSORS = {  # what optimum's exporter reads the dummy input's size from, where the config does not say
+    "dinov2-small": lambda T: T.BitImageProcessor(size={"shortest_edge": 256}, crop_size={"height": 224, "width": 224}),
+}
+
+
 FAMILIES: dict[str, tuple[str, Callable[[], tuple[Any, dict[str, np.ndarray]]]]] = {
     "segformer-b0": ("semantic-segmentation", _segformer),
     "detr-r50": ("object-detection", _detr),
@@ -101,6 +115,7 @@ FAMILIES: dict[str, tuple[str, Callable[[], tuple[Any, dict[str, np.ndarray]]]]]
     "convnext-tiny": ("image-classification", _convnext),
     "swin-tiny": ("image-classification", _swin),
     "ast": ("audio-classification", _ast),
+    "dinov2-small": ("feature-extraction", _dinov2),
 }
 
 
@@ -128,6 +143,11 @@ def build(name: str) -> tuple[Any, Path, dict[str, np.ndarray]]:
         from tests.fixtures.cli import build_log
 
         folder.mkdir(parents=True, exist_ok=True)
+        if name in PROCESSORS:
+            import transformers
+
+            PROCESSORS[name](transformers).save_pretrained(folder)
+            model.config._name_or_path = str(folder)
         with build_log(folder / "build.log"):  # the exporter's library logs go to a file
             onnx_export_from_model(model, folder, task=task, do_validation=False)
         model.eval()  # torch.onnx.export leaves a module in train mode
