@@ -86,13 +86,21 @@ LABELS = {"mlx": "ours: mlx", "torch": "ours: torch", "onnxruntime": "onnxruntim
           "transformers": "transformers"}
 
 
+def relative_difference(reference: Any, output: Any) -> float:
+    """max |output - reference| / max |reference| (arrays): how far an engine's output is from the reference's, in
+    the reference's own scale."""
+    import numpy as np
+
+    return float(np.abs(output - reference).max() / max(float(np.abs(reference).max()), 1e-30))
+
+
 def interleaved_passes(engines: Iterable[str], make: Callable[[str], Callable[[], Any]], runs: int,
                        verbose: bool, agree: Callable[[Any, Any], Any] | None = None) -> dict[str, dict]:
     """Each engine's cell: ``make(kind)`` gives its runner, called once to warm up (plans every shape), then ``runs``
     timed passes of every engine in turn (each round from the next engine on), so that other jobs on a shared
-    machine slow them alike. A cell holds the median ``seconds``, ``output_equals_transformers`` (None without a transformers engine; with ``agree``, that
-    function of transformers' output and the engine's instead of ``==``) and ``vs_onnxruntime`` /
-    ``vs_transformers`` (above 1: faster), or ``error`` for an engine that failed."""
+    machine slow them alike. A cell holds the median ``seconds``, ``output_equals_transformers`` (None without a
+    transformers engine; with ``agree``, that function of transformers' output and the engine's instead of ``==``)
+    and ``vs_onnxruntime`` / ``vs_transformers`` (above 1: faster), or ``error`` for an engine that failed."""
     engines = list(engines)
     runners, outputs, times, errors = {}, {}, {e: [] for e in engines}, {}
     for kind in engines:

@@ -36,6 +36,7 @@ import importlib.metadata
 import os
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -46,76 +47,54 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import numpy as np  # noqa: E402
 
 import transmuter_mlx  # noqa: E402, F401  (first: it sets up the BLAS before mlx.core loads)
-from benchmarks._report import engines_arguments, environment, interleaved_passes, publish  # noqa: E402
+from benchmarks._report import (  # noqa: E402
+    engines_arguments,
+    environment,
+    interleaved_passes,
+    publish,
+    relative_difference,
+)
 
 CACHE = ROOT / ".cache" / "benchmarks" / "sweep"
 
 
-def _segformer() -> tuple[Any, dict[str, np.ndarray]]:
-    import transformers as T
+@dataclass(frozen=True)
+class Family:
+    """A checkpoint's configuration: the optimum task, ``model(transformers)`` (its shapes, random weights), the
+    float32 noise inputs' shapes, and where optimum's exporter reads the dummy input's size from a saved image
+    processor (not from the config), ``processor(transformers)``."""
 
-    model = T.SegformerForSemanticSegmentation(T.SegformerConfig(num_labels=150))  # the defaults are mit-b0's
-    return model, {"pixel_values": _noise((1, 3, 512, 512))}
-
-
-def _detr() -> tuple[Any, dict[str, np.ndarray]]:
-    import transformers as T
-
-    backbone = T.ResNetConfig(out_features=["stage4"])  # the defaults are ResNet-50's
-    config = T.DetrConfig(use_timm_backbone=False, use_pretrained_backbone=False, backbone_config=backbone,
-                          backbone=None)
-    return T.DetrForObjectDetection(config), {"pixel_values": _noise((1, 3, 800, 1066)),
-                                              "pixel_mask": np.ones((1, 800, 1066), np.int64)}
+    task: str
+    model: Callable[[Any], Any]
+    inputs: dict[str, tuple[int, ...]]
+    processor: Callable[[Any], Any] | None = None
 
 
-def _wav2vec2() -> tuple[Any, dict[str, np.ndarray]]:
-    import transformers as T
-
-    model = T.Wav2Vec2ForSequenceClassification(T.Wav2Vec2Config(num_labels=10))  # wav2vec2-base's shapes
-    return model, {"input_values": _noise((1, 160_000))}
-
-
-def _convnext() -> tuple[Any, dict[str, np.ndarray]]:
-    import transformers as T
-
-    model = T.ConvNextForImageClassification(T.ConvNextConfig())  # the defaults are convnext-tiny-224's
-    return model, {"pixel_values": _noise((1, 3, 224, 224))}
-
-
-def _swin() -> tuple[Any, dict[str, np.ndarray]]:
-    import transformers as T
-
-    model = T.SwinForImageClassification(T.SwinConfig())  # the defaults are swin-tiny-patch4-window7-224's
-    return model, {"pixel_values": _noise((1, 3, 224, 224))}
-
-
-def _ast() -> tuple[Any, dict[str, np.ndarray]]:
-    import transformers as T
-
-    model = T.ASTForAudioClassification(T.ASTConfig(num_labels=527))  # ast-finetuned-audioset-10-10-0.4593's
-    return model, {"input_values": _noise((1, 1024, 128))}
-
-
-def _dinov2() -> tuple[Any, dict[str, np.ndarray]]:
-    import transformers as T
-
-    config = T.Dinov2Config(image_size=518, hidden_size=384, num_hidden_layers=12, num_attention_heads=6)
-    return T.Dinov2Model(config), {"pixel_values": _noise((1, 3, 224, 224))}  # its 37 x 37 positions resized to 16
-
-
-PROCESSORS = {  # what optimum's exporter reads the dummy input's size from, where the config does not say
-    "dinov2-small": lambda T: T.BitImageProcessor(size={"shortest_edge": 256}, crop_size={"height": 224, "width": 224}),
-}
-
-
-FAMILIES: dict[str, tuple[str, Callable[[], tuple[Any, dict[str, np.ndarray]]]]] = {
-    "segformer-b0": ("semantic-segmentation", _segformer),
-    "detr-r50": ("object-detection", _detr),
-    "wav2vec2-base": ("audio-classification", _wav2vec2),
-    "convnext-tiny": ("image-classification", _convnext),
-    "swin-tiny": ("image-classification", _swin),
-    "ast": ("audio-classification", _ast),
-    "dinov2-small": ("feature-extraction", _dinov2),
+IMAGE_224 = {"pixel_values": (1, 3, 224, 224)}
+FAMILIES = {  # transformers' config defaults are the named checkpoint's shapes unless given
+    "segformer-b0": Family("semantic-segmentation",  # nvidia/mit-b0
+                           lambda T: T.SegformerForSemanticSegmentation(T.SegformerConfig(num_labels=150)),
+                           {"pixel_values": (1, 3, 512, 512)}),
+    "detr-r50": Family("object-detection",  # facebook/detr-resnet-50 on transformers' ResNet-50 (its pixel mask: ones)
+                       lambda T: T.DetrForObjectDetection(T.DetrConfig(
+                           use_timm_backbone=False, use_pretrained_backbone=False, backbone=None,
+                           backbone_config=T.ResNetConfig(out_features=["stage4"]))),
+                       {"pixel_values": (1, 3, 800, 1066)}),
+    "wav2vec2-base": Family("audio-classification",  # facebook/wav2vec2-base, 10 s at 16 kHz
+                            lambda T: T.Wav2Vec2ForSequenceClassification(T.Wav2Vec2Config(num_labels=10)),
+                            {"input_values": (1, 160_000)}),
+    "convnext-tiny": Family("image-classification",  # facebook/convnext-tiny-224
+                            lambda T: T.ConvNextForImageClassification(T.ConvNextConfig()), IMAGE_224),
+    "swin-tiny": Family("image-classification",  # microsoft/swin-tiny-patch4-window7-224
+                        lambda T: T.SwinForImageClassification(T.SwinConfig()), IMAGE_224),
+    "ast": Family("audio-classification",  # MIT/ast-finetuned-audioset-10-10-0.4593, 1024 frames of 128 mel bins
+                  lambda T: T.ASTForAudioClassification(T.ASTConfig(num_labels=527)), {"input_values": (1, 1024, 128)}),
+    "dinov2-small": Family("feature-extraction",  # facebook/dinov2-small: its 37 x 37 positions resized to 16 x 16
+                           lambda T: T.Dinov2Model(T.Dinov2Config(image_size=518, hidden_size=384, num_hidden_layers=12,
+                                                                  num_attention_heads=6)),
+                           IMAGE_224,
+                           processor=lambda T: T.BitImageProcessor(size={"shortest_edge": 256},
+                                                                   crop_size={"height": 224, "width": 224})),
 }
 
 
@@ -127,14 +106,15 @@ def build(name: str) -> tuple[Any, Path, dict[str, np.ndarray]]:
     """The family's PyTorch model (seeded), its ONNX file (exported once, cached by this file's and the packages'
     versions) and its feeds."""
     import torch
+    import transformers
     from optimum.exporters.onnx import onnx_export_from_model
 
     from tests.fixtures.bert import PACKAGES
 
-    task, make = FAMILIES[name]
+    family = FAMILIES[name]
     torch.manual_seed(0)
-    model, feeds = make()
-    model.eval()
+    model = family.model(transformers).eval()
+    feeds = {k: _noise(shape) for k, shape in family.inputs.items()}
     key = hashlib.sha256(Path(__file__).read_bytes())
     key.update(" ".join([name, *(f"{p}={importlib.metadata.version(p)}" for p in PACKAGES)]).encode())
     folder = CACHE / f"{name}-{key.hexdigest()[:12]}"
@@ -143,13 +123,11 @@ def build(name: str) -> tuple[Any, Path, dict[str, np.ndarray]]:
         from tests.fixtures.cli import build_log
 
         folder.mkdir(parents=True, exist_ok=True)
-        if name in PROCESSORS:
-            import transformers
-
-            PROCESSORS[name](transformers).save_pretrained(folder)
+        if family.processor is not None:
+            family.processor(transformers).save_pretrained(folder)
             model.config._name_or_path = str(folder)
         with build_log(folder / "build.log"):  # the exporter's library logs go to a file
-            onnx_export_from_model(model, folder, task=task, do_validation=False)
+            onnx_export_from_model(model, folder, task=family.task, do_validation=False)
         model.eval()  # torch.onnx.export leaves a module in train mode
     return model, path, feeds
 
@@ -176,11 +154,6 @@ def runner(kind: str, model: Any, path: Path, feeds: dict[str, np.ndarray]) -> C
     first = engine.outputs[0].name
     feeds = {k: v for k, v in feeds.items() if k in {i.name for i in engine.inputs}}
     return lambda: np.asarray(engine.backend.to_numpy(engine(feeds)[first]))
-
-
-def relative_difference(reference: np.ndarray, output: np.ndarray) -> float:
-    """max |output - reference| / max |reference|."""
-    return float(np.abs(output - reference).max() / max(float(np.abs(reference).max()), 1e-30))
 
 
 def measure(names: list[str], engines: list[str], runs: int, verbose: bool) -> dict:

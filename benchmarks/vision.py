@@ -50,7 +50,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import numpy as np  # noqa: E402
 
 import transmuter_mlx as tm  # noqa: E402  (first: it sets up the BLAS before mlx.core loads)
-from benchmarks._report import environment, error_cell  # noqa: E402
+from benchmarks._report import environment, error_cell, relative_difference  # noqa: E402
 from parity.ort_model import OrtModel  # noqa: E402
 
 ENGINES = ("mlx", "torch", "onnxruntime", "transformers")
@@ -245,7 +245,7 @@ def agreement(task: str, got: list[Any], ref: list[Any]) -> str:
     both report and how many images agree on the top label; for depth maps, the max |difference| relative to each
     reference map's largest value (the spec's measure)."""
     if task in ONE_IMAGE_A_CALL:
-        worst = max(float(np.abs(g - r).max() / max(float(np.abs(r).max()), 1e-30)) for g, r in zip(got, ref, strict=True))
+        worst = max(relative_difference(r, g) for g, r in zip(got, ref, strict=True))
         return f"depth {worst:.1e} of the largest"
     diffs = [abs(g[k] - r[k]) for g, r in zip(got, ref, strict=True) for k in g.keys() & r.keys()]
     top = sum(max(g, key=g.get) == max(r, key=r.get) for g, r in zip(got, ref, strict=True))

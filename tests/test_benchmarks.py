@@ -66,17 +66,13 @@ def test_speech_engines_agree_with_transformers():
 
 
 def test_model_sweep_engines_agree_with_pytorch(monkeypatch, tmp_path):
-    import transformers
-
     from benchmarks import model_sweep
 
-    def tiny_segformer():
-        config = transformers.SegformerConfig(num_encoder_blocks=2, depths=[1, 1], sr_ratios=[2, 1], hidden_sizes=[8, 16],
-                                              num_attention_heads=[1, 2], decoder_hidden_size=16, num_labels=3)
-        return transformers.SegformerForSemanticSegmentation(config), {"pixel_values": model_sweep._noise((1, 3, 64, 64))}
-
+    tiny = model_sweep.Family("semantic-segmentation", lambda T: T.SegformerForSemanticSegmentation(T.SegformerConfig(
+        num_encoder_blocks=2, depths=[1, 1], sr_ratios=[2, 1], hidden_sizes=[8, 16], num_attention_heads=[1, 2],
+        decoder_hidden_size=16, num_labels=3)), {"pixel_values": (1, 3, 64, 64)})
     monkeypatch.setattr(model_sweep, "CACHE", tmp_path)
-    monkeypatch.setitem(model_sweep.FAMILIES, "tiny-segformer", ("semantic-segmentation", tiny_segformer))
+    monkeypatch.setitem(model_sweep.FAMILIES, "tiny-segformer", tiny)
     cells = model_sweep.measure(["tiny-segformer"], list(ENGINES), 1, False)["models"]["tiny-segformer"]
     for kind in ENGINES:
         assert "seconds" in cells[kind], cells[kind]
