@@ -10,6 +10,7 @@ from typing import Any
 import mlx.core as mx
 import numpy as np
 
+from . import mlx_conv
 from . import mlx_fastmath as fastmath
 from .base import BINARY, REDUCE, UNARY, transposed
 from .threads import track_thread
@@ -320,6 +321,10 @@ class MlxBackend:
         return mx.as_strided(x, shape, st)
 
     def conv(self, x: mx.array, w: mx.array, strides: Any, pads: Any, dilations: Any, groups: int) -> Any:
+        if mx.default_device() == mx.cpu:
+            y = mlx_conv.conv(x, w, strides, pads, dilations, groups)  # MLX's CPU kernel is slow for these
+            if y is not None:
+                return y
         # mlx convolves channels-last: (N, *S, C) with (O, *K, C/groups)
         n = len(strides)
         last = (0, *range(2, n + 2), 1)
