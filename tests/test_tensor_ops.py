@@ -237,3 +237,35 @@ def test_conv_on_mlx_cpu_as_matmuls_and_shifted_sums(monkeypatch, xs, ws, attrs,
     assert got.shape == want.shape and got.dtype == np.float32
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-5 * np.abs(want).max())
     assert set(taken) == ({path} if path else set())  # (the planning walk and the compiled trace both call it)
+
+
+MATRIX_RESIZES = [  # (H, W), sizes, mode, antialias, whether both axes go by a matrix product
+    ((16, 12), (128, 96), "linear", 0, True),
+    ((9, 10), (40, 7), "cubic", 0, True),
+    ((600, 4), (100, 4), "linear", 1, True),  # antialiased: 14 taps a row
+    ((600, 4), (100, 4), "linear", 0, False),  # 2 taps over 600 rows: gathers
+]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("hw,target,mode,antialias,by_matrix", MATRIX_RESIZES)
+def test_resize_axes_as_matrix_products(monkeypatch, backend, hw, target, mode, antialias, by_matrix):
+    """An axis of few input rows a tap is resized as one product with its (out, in) matrix of tap weights (MLX's
+    CPU gathers are scalar loops), the rest as gathers: against onnx's reference within float32 rounding."""
+    from transmuter_mlx.converters.ops import resize
+
+    products = []
+    product = resize._axis_product
+    monkeypatch.setattr(resize, "_axis_product", lambda B, y, axis, m: products.append(axis) or product(B, y, axis, m))
+    x = np.random.default_rng(3).standard_normal((1, 2, *hw)).astype(np.float32)
+    consts = {"roi": np.zeros(0, np.float32), "scales": np.zeros(0, np.float32),
+              "sizes": np.array((1, 2, *target), np.int64)}
+    model = _model("Resize", {"x": x}, consts, mode=mode, antialias=antialias, cubic_coeff_a=-0.5,
+                   coordinate_transformation_mode="asymmetric")  # (not torch's interpolate_2d)
+    want = ReferenceEvaluator(model).run(None, {"x": x})[0]
+    m = load(model, backend=backend)
+    got = m.backend.to_numpy(m({"x": x})["y0"])
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=0, atol=2e-6 * np.abs(want).max())
+    resized = {a for a in (2, 3) if hw[a - 2] != target[a - 2]}
+    assert set(products) == (resized if by_matrix else set())

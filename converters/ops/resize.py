@@ -103,6 +103,30 @@ def axis_taps(in_w: int, out_w: int, scale: float, mode: str, ctm: str, roi: Any
     return idx, w, outside
 
 
+# An axis of at most this many input rows a tap is resized by one matrix product rather than a gather per tap:
+# MLX's CPU gathers are scalar loops (on mlx, 256 channels of 16 x 16 to 128 x 128 bilinear: 78 ms as taps, 2.1 as
+# products; 1,024 x 1,024 to 224 x 224, 2 taps: 7.0 ms as taps, 14.7 as products)
+MATRIX_ROWS_PER_TAP = 256
+
+
+def _tap_matrix(idx: np.ndarray, w: np.ndarray, in_w: int) -> np.ndarray:
+    """The (out_w, in_w) matrix whose row o holds output row o's tap weights at their input rows."""
+    m = np.zeros((idx.shape[0], in_w))
+    np.add.at(m, (np.repeat(np.arange(idx.shape[0]), idx.shape[1]), idx.reshape(-1)), w.reshape(-1))
+    return m
+
+
+def _axis_product(B: Any, y: Any, axis: int, m: np.ndarray) -> Any:
+    """``y`` with ``axis`` replaced by the rows of ``m @ y`` along it."""
+    shape = B.shape(y)
+    out_w, in_w = m.shape
+    if axis == len(shape) - 1:
+        return B.matmul(y, B.asarray(np.ascontiguousarray(m.T)))
+    lead, trail = int(np.prod(shape[:axis])), int(np.prod(shape[axis + 1:]))
+    z = B.matmul(B.asarray(m), B.reshape(y, (lead, in_w, trail)))
+    return B.reshape(z, (*shape[:axis], out_w, *shape[axis + 1:]))
+
+
 def resize_nd(B: Any, x: Any, sizes: list[int], scales: list[float], *, mode: str, ctm: str, roi: Any = None,
               antialias: int = 0, a: float = -0.75, exclude_outside: int = 0, extrapolation_value: float = 0.0,
               nearest_mode: str = "round_prefer_floor") -> Any:  # fmt: skip
@@ -130,6 +154,8 @@ def resize_nd(B: Any, x: Any, sizes: list[int], scales: list[float], *, mode: st
         n = idx.shape[1]
         if n == 1:
             y = B.take(y, B.asarray(idx[:, 0].astype(np.int32)), axis)
+        elif not B.is_host and in_w <= MATRIX_ROWS_PER_TAP * n:
+            y = _axis_product(B, y, axis, _tap_matrix(idx, w, in_w).astype(work))
         else:  # one gather per tap, multiply-added: element-wise work that fuses under mx.compile
             wshape = (out_w,) + (1,) * (rank - axis - 1)
             acc = None
