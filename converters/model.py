@@ -122,11 +122,11 @@ class Model:
         as (batch, 1, ...): a decoder's logits after a prompt, whose head then multiplies one row of each
         sequence, not all of them (``last_position.py``).
         """
+        self.backend.prepare_thread(self)  # first: before the feeds take buffers from a cache it may clear
         arrays, host = self._check_feeds(feeds)
         flags = (frozenset((n, bool(np.asarray(a).reshape(-1)[0])) for n, a in arrays.items() if _is_flag(a) and a.size)
                  if self._flag_ifs else frozenset())
         program, sliced = self._program_for(frozenset(last_position), flags)
-        self.backend.prepare_thread()
         if self.random and noise and seed is not None:
             with draws(np.random.default_rng(_check_seed(seed))):
                 out = Interpreter(program, self.backend, sync=True).run(arrays)

@@ -252,9 +252,10 @@ class Backend(Protocol):
         """``fn`` traced for its shapes where the library can (``mx.compile``), else ``fn``."""
         ...
 
-    def prepare_thread(self) -> None:
-        """Called by ``Model`` before each run, on the running thread: mlx releases the thread's streams
-        when it ends (``threads.track_thread``)."""
+    def prepare_thread(self, model: object = None) -> None:
+        """Called by ``Model`` (as ``model``) before each run, on the running thread: mlx releases the thread's
+        streams when it ends (``threads.track_thread``), and on the CPU clears a buffer cache that another model
+        filled (``mlx._claim_cpu_cache``)."""
         ...
 
     def start(self, *arrays: Array) -> None:

@@ -34,7 +34,7 @@ class NumpyBackend:
     def start(self, *arrays: Any) -> None:
         pass  # computed when made
 
-    def prepare_thread(self) -> None:
+    def prepare_thread(self, model: object = None) -> None:
         pass
 
     def retry_place(self, error: Exception) -> None:

@@ -80,7 +80,7 @@ class TorchBackend:
     def start(self, *arrays: Any) -> None:
         pass  # eager: computed when made (CUDA queues them already)
 
-    def prepare_thread(self) -> None:
+    def prepare_thread(self, model: object = None) -> None:
         pass
 
     def retry_place(self, error: Exception) -> None:
