@@ -207,7 +207,7 @@ CONVS = [  # x shape, weight shape, attributes, the formulation mlx_conv should 
     ((1, 32, 40, 42), (4, 32, 7, 7), {"strides": [2, 2], "pads": [3, 2, 3, 1]}, "_taps_matmul"),
     ((1, 3, 40, 42), (4, 3, 7, 7), {"strides": [2, 2], "pads": [3, 2, 3, 1]}, None),  # an image's 3 channels: MLX's
     ((2, 32, 19, 18), (5, 32, 3, 2), {"dilations": [2, 3]}, "_taps_matmul"),
-    ((2, 32, 400), (7, 32, 3), {"strides": [2]}, "_taps_matmul"),
+    ((2, 32, 400), (7, 32, 3), {"strides": [2]}, None),  # 1-D: MLX's
     ((1, 64, 4, 4), (8, 64, 3, 3), {"pads": [1, 1, 1, 1]}, None),  # 16 positions for 64 channels: MLX's
     ((1, 8, 12, 12), (8, 2, 3, 3), {"group": 4, "pads": [1, 1, 1, 1]}, None),  # grouped: MLX's
 ]

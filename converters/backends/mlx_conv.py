@@ -8,8 +8,9 @@ depthwise ones on a 2-core AVX2 EPYC (a 1x1 convolution over 256 channels of 200
 - a 1 x 1 convolution: one matmul of the (O, C) weight with the (N, C, positions) input, in its own layout;
 - a depthwise convolution: the sum over the kernel's taps of a shifted view times each channel's weight, which the
   model's ``mx.compile`` fuses;
-- a k x k convolution over many positions and channels: the sum over taps of (positions x C) @ (C x O) products, accumulated by
-  ``addmm``; at stride 1 each tap is a window of the flattened, padded channels-last input (no copy).
+- a 2-D k x k convolution over many positions and channels: the sum over taps of (positions x C) @ (C x O)
+  products, accumulated by ``addmm``; at stride 1 each tap is a window of the flattened, padded channels-last
+  input (no copy).
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ import mlx.core as mx
 MAX_SHIFTED_TAPS = 81  # a 9 x 9 depthwise kernel; larger ones stay on mx.conv_general
 # Per-tap products need many positions (MLX's own kernel won on 512 channels of 25 x 34: 30 ms against 34) and
 # enough channels to make each product a real GEMM (an image's 3 channels, 7 x 7 at stride 2: 133 ms against 233;
-# AST's 1-channel 16 x 16 patches: 3.3 ms against 82)
+# AST's 1-channel 16 x 16 patches: 3.3 ms against 82); 2-D only: wav2vec2-base's 1-D feature layers (512 channels,
+# kernel 3, stride 2) were no faster that way and the whole model ran slower
 MIN_POSITIONS_PER_CHANNEL = 4
 MIN_TAP_CHANNELS = 32
 
@@ -41,7 +43,8 @@ def conv(
     if groups == channels == w.shape[0] and w.shape[1] == 1 and math.prod(kernel) <= MAX_SHIFTED_TAPS:
         return _depthwise(x, w, strides, pads, dilations)
     out = _output_size(x.shape[2:], kernel, strides, pads, dilations)
-    if groups == 1 and channels >= MIN_TAP_CHANNELS and math.prod(out) >= MIN_POSITIONS_PER_CHANNEL * channels:
+    if (groups == 1 and len(kernel) == 2 and channels >= MIN_TAP_CHANNELS
+            and math.prod(out) >= MIN_POSITIONS_PER_CHANNEL * channels):
         return _taps_matmul(x, w, strides, pads, dilations, out)
     return None
 
