@@ -3,7 +3,9 @@
 Every resized axis is a gather of ``taps`` input rows per output row followed by a weighted sum.
 The tap indices and weights depend only on shapes and attributes, so they are computed on the
 host (float64, as the ONNX reference does) and reach the device as constants: nearest is one
-``take``, linear two taps, cubic four, antialiased filters as many as their support needs.
+``take``, linear two taps, cubic four, antialiased filters as many as their support needs. An axis
+of few input rows a tap runs as one product with the (out, in) matrix of those weights instead, and
+a plain 2-D float32 resize as the backend's own kernel where it has one (``B.interpolate_2d``).
 """
 
 from __future__ import annotations
