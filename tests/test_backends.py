@@ -284,7 +284,6 @@ def test_mlx_cpu_cache_filled_by_another_model_is_cleared(monkeypatch):
     assert cleared == [True]
 
 
-
 def test_mlx_float32_stays_float32_on_gpus_with_tf32():
     """MLX_ENABLE_TF32 defaults to 1 (CUDA, Apple M5: float32 matmuls in TF32); the mlx backend sets it to 0 so
     float32 models compute as transformers does, unless the user set it."""

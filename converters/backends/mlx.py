@@ -325,7 +325,7 @@ class MlxBackend:
         n, lead = len(window), x.shape[: x.ndim - len(window)]
         rowstrides = [int(np.prod(x.shape[i + 1 :])) for i in range(x.ndim)]
         space = x.shape[x.ndim - n :]
-        out = [(s - d * (k - 1) - 1) // st + 1 for s, k, st, d in zip(space, window, strides, dilations)]
+        out = mlx_conv.window_count(space, window, strides, dilations)
         sp = rowstrides[x.ndim - n :]
         shape = (*lead, *out, *window)
         steps = [a * s for a, s in zip(sp, strides)] + [a * d for a, d in zip(sp, dilations)]

@@ -41,12 +41,10 @@ def conv(
     return None
 
 
-def _output_size(
-    space: Sequence[int], kernel: Sequence[int], strides: Sequence[int], pads: Sequence[tuple[int, int]],
-    dilations: Sequence[int],
-) -> list[int]:
-    return [(s + a + b - d * (k - 1) - 1) // st + 1
-            for s, k, st, (a, b), d in zip(space, kernel, strides, pads, dilations)]  # fmt: skip
+def window_count(space: Sequence[int], window: Sequence[int], strides: Sequence[int],
+                 dilations: Sequence[int]) -> list[int]:  # fmt: skip
+    """How many (dilated, strided) windows fit along each axis of ``space``, already padded."""
+    return [(s - d * (k - 1) - 1) // st + 1 for s, k, st, d in zip(space, window, strides, dilations)]
 
 
 def _tap_slices(start: Sequence[int], out: Sequence[int], strides: Sequence[int]) -> tuple[slice, ...]:
@@ -66,9 +64,9 @@ def _depthwise(
     x: mx.array, w: mx.array, strides: Sequence[int], pads: Sequence[tuple[int, int]], dilations: Sequence[int]
 ) -> mx.array:
     kernel, n = w.shape[2:], len(strides)
-    out = _output_size(x.shape[2:], kernel, strides, pads, dilations)
     if any(a or b for a, b in pads):
         x = mx.pad(x, [(0, 0), (0, 0), *pads])
+    out = window_count(x.shape[2:], kernel, strides, dilations)
     taps = mx.reshape(w, (w.shape[0], -1) + (1,) * n)  # (C, taps, 1, ...): a channel's weight per tap
     y = None
     for t, index in enumerate(itertools.product(*(range(k) for k in kernel))):
