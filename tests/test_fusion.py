@@ -25,7 +25,7 @@ ort = pytest.importorskip("onnxruntime")
 BACKENDS = ("mlx", "torch")
 FUSED = {"Gelu": "com.microsoft", "ScaledDotProductAttention": "ai.transmuter", "MatMulAdd": "ai.transmuter",
          "RMSNorm": "ai.transmuter", "RotateHalfEmbedding": "ai.transmuter", "Silu": "ai.transmuter",
-         "IntegerLinear": "ai.transmuter"}
+         "IntegerLinear": "ai.transmuter", "GroupNorm": "ai.transmuter"}
 rng = np.random.default_rng(0)
 SQRT2 = math.sqrt(2)
 
@@ -457,6 +457,89 @@ def test_rms_norm_fused(opset, half):
 def test_rms_norm_not_fused(case):
     proto, feeds = rms_norm_model(extra_reader=case == "extra reader", eps_input=case == "eps fed")
     check(proto, feeds, [])
+
+
+# -- GroupNorm (torch's export of nn.GroupNorm) ---------------------------------------------------
+
+
+def group_norm_model(groups=2, channels=6, bias=True, weight_shape=None, scale=1.0, fed_weight=False):
+    """torch's export of ``nn.GroupNorm(groups, channels)`` on (2, channels, 5, 7) ``x``: Reshape [0, G, -1] ->
+    InstanceNormalization(ones, zeros) -> Reshape(Shape(x)) -> Mul(weight (C, 1, 1)) -> Add(bias (C, 1, 1)).
+    ``weight_shape`` overrides the weight's shape, ``scale`` the instance norm's scale, ``fed_weight`` makes the
+    weight an input."""
+    feeds = {"x": (rng.standard_normal((2, channels, 5, 7)) * 3 + 1).astype(np.float32)}
+    weight = rng.standard_normal(weight_shape or (channels, 1, 1)).astype(np.float32)
+    nodes = [const("groups", [0, groups, -1], np.int64), oh.make_node("Reshape", ["x", "groups"], ["r"], name="r"),
+             const("scale", np.full(groups, scale)), const("zeros", np.zeros(groups)),
+             oh.make_node("InstanceNormalization", ["r", "scale", "zeros"], ["n"], name="norm", epsilon=1e-5),
+             oh.make_node("Shape", ["x"], ["shape"], name="shape"),
+             oh.make_node("Reshape", ["n", "shape"], ["back"], name="back"),
+             oh.make_node("Mul", ["back", "w"], ["y" if not bias else "m"], name="mul")]
+    if bias:
+        nodes.append(oh.make_node("Add", ["m", "b"], ["y"], name="add"))
+    if fed_weight:
+        feeds["w"] = weight
+    proto = model(nodes, feeds, ["y"])
+    if not fed_weight:
+        proto.graph.initializer.append(numpy_helper.from_array(weight, "w"))
+    proto.graph.initializer.append(numpy_helper.from_array(rng.standard_normal((channels, 1, 1)).astype(np.float32), "b"))
+    return proto, feeds
+
+
+@pytest.mark.parametrize("groups", [1, 2, 6])
+@pytest.mark.parametrize("bias", [True, False])
+def test_group_norm_fused(groups, bias):
+    proto, feeds = group_norm_model(groups, bias=bias)
+    check(proto, feeds, ["GroupNorm"])
+
+
+def test_group_norm_of_another_weight_shape_runs_the_chain():
+    """A weight along the last axis (7,) is fused at load, computed as the chain at run time."""
+    proto, feeds = group_norm_model(weight_shape=(7,))
+    check(proto, feeds, ["GroupNorm"])
+
+
+@pytest.mark.parametrize("case", ["scaled norm", "fed weight"])
+def test_group_norm_not_fused(case):
+    proto, feeds = group_norm_model(scale=2.0 if case == "scaled norm" else 1.0, fed_weight=case == "fed weight")
+    check(proto, feeds, [])
+
+
+def test_group_norm_as_torch_exports_it():
+    """``nn.GroupNorm`` with trained-like weights, exported by torch's ONNX exporter: one fused node, equal to the
+    module's own output."""
+    torch = pytest.importorskip("torch")
+    import io
+
+    module = torch.nn.GroupNorm(4, 8).eval()
+    with torch.no_grad():
+        module.weight.normal_(), module.bias.normal_()
+    x = (rng.standard_normal((2, 8, 300)) * 2 + 0.5).astype(np.float32)
+    buffer = io.BytesIO()
+    torch.onnx.export(module, (torch.from_numpy(x),), buffer, dynamo=False, opset_version=17, input_names=["x"])
+    with torch.no_grad():
+        want = module(torch.from_numpy(x)).numpy()
+    for backend in BACKENDS:
+        m = tm.load(onnx.load_from_string(buffer.getvalue()), backend=backend)
+        assert fused_ops(m) == ["GroupNorm"], backend
+        (got,) = m({"x": x}).values()
+        np.testing.assert_allclose(np.asarray(m.backend.to_numpy(got)), want, rtol=1e-5, atol=1e-5, err_msg=backend)
+
+
+@pytest.mark.parametrize("backend", ["mlx", "torch", "numpy"])
+@pytest.mark.parametrize("shape, groups", [((2, 6, 5, 7), 3), ((1, 4, 9), 4), ((3, 8), 2)])
+def test_group_norm_backend_op(backend, shape, groups):
+    """``B.group_norm`` against torch's ``group_norm``, with and without the per-channel weight and bias."""
+    torch = pytest.importorskip("torch")
+    x = (rng.standard_normal(shape) * 2 + 1).astype(np.float32)
+    weight, bias = rng.standard_normal((2, shape[1])).astype(np.float32)
+    B = get_backend(backend)
+    for w, b in ((weight, bias), (None, None)):
+        vectors = [None if v is None else torch.from_numpy(v) for v in (w, b)]
+        want = torch.nn.functional.group_norm(torch.from_numpy(x), groups, *vectors, 1e-5).numpy()
+        vectors = [None if v is None else B.asarray(v) for v in (w, b)]
+        got = B.group_norm(B.asarray(x), groups, *vectors, 1e-5)
+        np.testing.assert_allclose(np.asarray(B.to_numpy(got)), want, rtol=1e-5, atol=1e-5)
 
 
 # -- rotary embedding, rotate-half form -----------------------------------------------------------

@@ -158,6 +158,11 @@ class Backend(Protocol):
         """``x / sqrt(mean(x**2, -1) + eps) * weight`` over the last axis."""
         ...
 
+    def group_norm(self, x: Array, groups: int, weight: Array | None, bias: Array | None, eps: float) -> Array:
+        """``x`` (N, C, *S) normalised over each of ``groups`` runs of C / groups channels and all positions (mean and
+        variance), then ``* weight + bias`` per channel (each (C,)); ``groups = C`` is an instance norm."""
+        ...
+
     def rotate_half_embedding(self, x: Array, cos: Array, sin: Array) -> Array:
         """``x * cos + concat(-x2, x1) * sin`` with x1, x2 the halves of the last axis (cos, sin broadcast to x):
         the rotary embedding as transformers' ``rotate_half`` writes it, in that order of operations."""

@@ -384,6 +384,10 @@ class MlxBackend:
     def rms_norm(self, x: mx.array, weight: Any, eps: float) -> mx.array:
         return mx.fast.rms_norm(x, weight, eps)
 
+    def group_norm(self, x: mx.array, groups: int, weight: Any, bias: Any, eps: float) -> mx.array:
+        y = mx.fast.layer_norm(mx.reshape(x, (x.shape[0], groups, -1)), None, None, eps).reshape(x.shape)
+        return _per_channel(y, weight, bias)
+
     def rotate_half_embedding(self, x: mx.array, cos: mx.array, sin: mx.array) -> mx.array:
         # not mx.fast.rope: it makes its own angles from positions, and these come from the model (scaled)
         half = x.shape[-1] // 2
@@ -438,6 +442,13 @@ def _grouped_attention(q: mx.array, k: mx.array, v: mx.array, scale: float, mask
         mask = mx.reshape(mask, (mask.shape[0], groups, n, *mask.shape[2:])) if mask.shape[1] == h else mask[:, :, None]
         scores = mx.reshape(mx.reshape(scores, (b, groups, n, rows, keys)) + mask, scores.shape)
     return mx.reshape(mx.matmul(fastmath.softmax(scores, -1), v), (b, h, rows, v.shape[-1]))
+
+
+def _per_channel(y: mx.array, weight: Any, bias: Any) -> mx.array:
+    """``y * weight + bias`` with (C,) vectors on the channel axis of (N, C, *S) ``y`` (inside mx.compile, one pass)."""
+    channel = (-1,) + (1,) * (y.ndim - 2)
+    y = y if weight is None else y * mx.reshape(weight, channel)
+    return y if bias is None else y + mx.reshape(bias, channel)
 
 
 def _claim_cpu_cache(owner: int) -> None:

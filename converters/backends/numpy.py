@@ -286,6 +286,12 @@ class NumpyBackend:
         y = y if weight is None else y * weight
         return (y if bias is None else y + bias).astype(x.dtype)
 
+    def group_norm(self, x: Any, groups: int, weight: Any, bias: Any, eps: float) -> np.ndarray:
+        y = self.layer_norm(x.reshape(x.shape[0], groups, -1), None, None, eps).reshape(x.shape)
+        channel = (-1,) + (1,) * (x.ndim - 2)
+        y = y if weight is None else y * weight.reshape(channel)
+        return (y if bias is None else y + bias.reshape(channel)).astype(x.dtype)
+
     def rms_norm(self, x: Any, weight: Any, eps: float) -> np.ndarray:
         xf = x.astype(np.float32) if x.dtype.itemsize < 4 else x
         y = xf / np.sqrt((xf * xf).mean(-1, keepdims=True) + eps)

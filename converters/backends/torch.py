@@ -455,6 +455,9 @@ class TorchBackend:
     def layer_norm(self, x: torch.Tensor, weight: Any, bias: Any, eps: float) -> torch.Tensor:
         return _F.layer_norm(x, x.shape[-1:], weight, bias, eps)
 
+    def group_norm(self, x: torch.Tensor, groups: int, weight: Any, bias: Any, eps: float) -> torch.Tensor:
+        return _F.group_norm(x, groups, weight, bias, eps)  # the statistics and the affine in one pass over x
+
     def rms_norm(self, x: torch.Tensor, weight: Any, eps: float) -> torch.Tensor:
         return _F.rms_norm(x, x.shape[-1:], weight, eps)
 

@@ -7,11 +7,13 @@ itself when the shapes it meets at run time are not the ones its kernel covers.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
 from ..values import np_dtype
+from .nn_norm import instance_normalization_1
 from .registry import register
 from .tensor_shape import _ints, _reshape_target, expand_8, reshape_14, slice_10, unsqueeze_13
 
@@ -233,6 +235,30 @@ def rms_norm_1(B: Any, x: Any, weight: Any, *, epsilon: float, cast_to: int = 0)
     to = np_dtype(cast_to) if cast_to else None
     y = B.rms_norm(x, None, epsilon)
     return B.multiply(weight, y if to is None else B.astype(y, to))
+
+
+def _per_channel(shape: tuple[int, ...], x_shape: tuple[int, ...]) -> bool:
+    """Whether a ``shape`` operand multiplies (N, C, *S) ``x_shape`` channel by channel: (C,) on the channel axis."""
+    padded = (1,) * (len(x_shape) - len(shape)) + tuple(shape)
+    return len(padded) == len(x_shape) and padded[1] == x_shape[1] and math.prod(padded) == x_shape[1]
+
+
+@register("GroupNorm", 1, FUSED_DOMAIN)
+def group_norm_1(B: Any, x: Any, weight: Any, bias: Any = None, *, num_groups: int, epsilon: float) -> Any:
+    """torch's GroupNorm as exported (``converters/fusion.py``): ``B.group_norm`` where ``weight`` and ``bias`` are
+    per channel and of float32 ``x``'s dtype, else the chain: ``Reshape(x, (N, G, -1))``, the instance norm,
+    ``Reshape`` back, ``* weight (+ bias)``."""
+    shape = B.shape(x)
+    vectors = [v for v in (weight, bias) if v is not None]
+    if len(shape) >= 2 and B.dtype(x) == np.float32 and all(
+        B.dtype(v) == np.float32 and _per_channel(B.shape(v), shape) for v in vectors
+    ):
+        weight, bias = (None if v is None else B.reshape(v, (shape[1],)) for v in (weight, bias))
+        return B.group_norm(x, num_groups, weight, bias, epsilon)
+    groups = B.reshape(x, (shape[0], num_groups, -1))
+    ones, zeros = (B.full((num_groups,), v, B.dtype(x)) for v in (1, 0))
+    y = B.multiply(B.reshape(instance_normalization_1(B, groups, ones, zeros, epsilon=epsilon), shape), weight)
+    return y if bias is None else B.add(y, bias)
 
 
 def _half_bounds(bounds: list[Any], rank: int, width: int) -> bool:

@@ -95,15 +95,12 @@ def normalize(B: Any, x: Any, axes: tuple[int, ...], epsilon: float) -> tuple[An
 @register("InstanceNormalization", 1)
 def instance_normalization_1(B: Any, x: Any, scale: Any, bias: Any, *, consumed_inputs: Any = None,
                              epsilon: float = 1e-5) -> Any:  # fmt: skip
-    shape = B.shape(x)
-    rank = len(shape)
+    rank = len(B.shape(x))
     if rank > 2 and np.dtype(B.dtype(x)) == np.float32:
-        # the backend's one-pass layer norm over each (n, c)'s positions, where the formula is ~8 passes over x
-        # (wav2vec2's group norm of 512 channels x 32,000 frames on torch: ~90 -> ~25 ms)
-        positions = (*shape[:2], int(np.prod(shape[2:])))
-        y = B.reshape(B.layer_norm(B.reshape(x, positions), None, None, epsilon), shape)
-    else:
-        y, _, _ = normalize(B, x, tuple(range(2, rank)), epsilon)
+        # the backend's group norm of one channel a group, scale and bias included, where the formula is ~8 passes
+        # over x and the scale and bias two more (wav2vec2's 512 channels x 32,000 frames on torch: ~90 -> ~18 ms)
+        return B.group_norm(x, B.shape(x)[1], scale, bias, epsilon)
+    y, _, _ = normalize(B, x, tuple(range(2, rank)), epsilon)
     return B.add(B.multiply(y, _channel(B, scale, rank)), _channel(B, bias, rank))
 
 
