@@ -456,7 +456,15 @@ class TorchBackend:
         return _F.layer_norm(x, x.shape[-1:], weight, bias, eps)
 
     def group_norm(self, x: torch.Tensor, groups: int, weight: Any, bias: Any, eps: float) -> torch.Tensor:
-        return _F.group_norm(x, groups, weight, bias, eps)  # the statistics and the affine in one pass over x
+        # not F.group_norm: it computes x * a + b with a = rstd * weight and b = bias - mean * a, which loses digits
+        # where |mean| is many times the spread (an instance norm of one position: 2.5e-5 off in 0.5). The layer norm
+        # of each group, then the channels' multiply-add in place: 33 ms for 512 channels x 32,000 frames (its 24)
+        rows = x.reshape(x.shape[0], groups, -1)
+        y = _F.layer_norm(rows, rows.shape[-1:], None, None, eps).view(x.shape)
+        channel = (-1,) + (1,) * (x.dim() - 2)
+        if weight is not None:
+            y.mul_(weight.view(channel))
+        return y if bias is None else y.add_(bias.view(channel))
 
     def rms_norm(self, x: torch.Tensor, weight: Any, eps: float) -> torch.Tensor:
         return _F.rms_norm(x, x.shape[-1:], weight, eps)

@@ -237,7 +237,7 @@ def rms_norm_1(B: Any, x: Any, weight: Any, *, epsilon: float, cast_to: int = 0)
     return B.multiply(weight, y if to is None else B.astype(y, to))
 
 
-def _per_channel(shape: tuple[int, ...], x_shape: tuple[int, ...]) -> bool:
+def _varies_by_channel(shape: tuple[int, ...], x_shape: tuple[int, ...]) -> bool:
     """Whether a ``shape`` operand multiplies (N, C, *S) ``x_shape`` channel by channel: (C,) on the channel axis."""
     padded = (1,) * (len(x_shape) - len(shape)) + tuple(shape)
     return len(padded) == len(x_shape) and padded[1] == x_shape[1] and math.prod(padded) == x_shape[1]
@@ -251,7 +251,7 @@ def group_norm_1(B: Any, x: Any, weight: Any, bias: Any = None, *, num_groups: i
     shape = B.shape(x)
     vectors = [v for v in (weight, bias) if v is not None]
     if len(shape) >= 2 and B.dtype(x) == np.float32 and all(
-        B.dtype(v) == np.float32 and _per_channel(B.shape(v), shape) for v in vectors
+        B.dtype(v) == np.float32 and _varies_by_channel(B.shape(v), shape) for v in vectors
     ):
         weight, bias = (None if v is None else B.reshape(v, (shape[1],)) for v in (weight, bias))
         return B.group_norm(x, num_groups, weight, bias, epsilon)
