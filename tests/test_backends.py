@@ -426,3 +426,22 @@ def test_int8_matmul_is_exact_where_a_backend_has_one(rows):
     out = np.asarray(B.to_numpy(B.int8_matmul(B.asarray(a), held)))
     assert out.dtype == np.int32
     np.testing.assert_array_equal(out, a.astype(np.int64) @ w.astype(np.int64))
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch is not installed")
+def test_torch_reshape_of_a_transposed_view_keeps_a_memory_order_its_kernels_read():
+    """An export's ``Transpose`` + ``Reshape`` of (1, 4096, 256) to (1, 256, 64, 64) (SegFormer's decode head):
+    channels-last memory, whose unit batch axis gets the dense layout's stride, so that torch's kernels read it as
+    channels-last; the values are numpy's, and the bilinear resize of it equals that of its NCHW copy."""
+    import torch
+
+    B = get_backend("torch")
+    x = rng.standard_normal((1, 4096, 256)).astype(np.float32)
+    y = B.reshape(B.transpose(B.asarray(x), (0, 2, 1)), (1, 256, 64, 64))
+    want = x.transpose(0, 2, 1).reshape(1, 256, 64, 64)
+    np.testing.assert_array_equal(B.to_numpy(y), want)
+    assert y.stride() == (256 * 64 * 64, 1, 64 * 256, 256)
+    assert y.is_contiguous(memory_format=torch.channels_last)
+    resized = B.interpolate_2d(y, (128, 128), "linear", False)
+    reference = torch.nn.functional.interpolate(torch.from_numpy(want), size=(128, 128), mode="bilinear")
+    np.testing.assert_allclose(B.to_numpy(resized), reference.numpy(), rtol=1e-6, atol=1e-6)

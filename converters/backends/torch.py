@@ -193,7 +193,15 @@ class TorchBackend:
         return torch.argsort(x, dim=axis, stable=True)
 
     def reshape(self, x: torch.Tensor, shape: Sequence[int]) -> torch.Tensor:
-        return torch.reshape(x, tuple(shape))
+        y = torch.reshape(x, tuple(shape))
+        if y.dim() > 1 and y.shape[0] == 1 and not y.is_contiguous():
+            # a view's unit leading axis gets whatever stride reshape picks, and torch's kernels read the strides
+            # as a dimension order: an export's Transpose + Reshape of (1, 4096, 256) to (1, 256, 64, 64) is
+            # channels-last memory with batch stride 256, which the bilinear resize read as a strided NCHW image
+            # (SegFormer-b0's four upsamplings 18.5 -> 1.6-8.8 ms each) and the convolutions after it as NCHW
+            # too. The stride of the channels-last (or any dense) layout instead, the same addresses.
+            y = y.as_strided(y.shape, (max(n * s for n, s in zip(y.shape[1:], y.stride()[1:])), *y.stride()[1:]))
+        return y
 
     def transpose(self, x: torch.Tensor, perm: Sequence[int]) -> torch.Tensor:
         return torch.permute(x, tuple(perm))
