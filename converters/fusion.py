@@ -121,19 +121,9 @@ class _Index:
         return self.nodes[i].op_type in _SHAPE_OPS and normalize_domain(self.nodes[i].domain) == ""
 
     def const(self, name: str) -> np.ndarray | None:
-        """The value of an initializer or ``Constant`` output with at most one element."""
-        if self._outer(name):
-            return self.parent.const(name)
-        if name in self.initializers:
-            t = self.initializers[name]
-            return numpy_helper.to_array(t) if math.prod(t.dims) == 1 else None
-        i, n = self.node(name, "Constant")
-        if n is None or len(n.attribute) != 1:
-            return None
-        a = n.attribute[0]
-        if a.name == "value" and math.prod(a.t.dims) == 1:
-            return numpy_helper.to_array(a.t)
-        return np.array(a.f, np.float32) if a.name == "value_float" else None
+        """The value of an initializer or ``Constant`` output with exactly one element."""
+        value = self.small_array(name, limit=1)
+        return value if value is not None and value.size == 1 else None
 
     def small_array(self, name: str, limit: int = 4096) -> np.ndarray | None:
         """The value of an initializer (stored in the file) or ``Constant`` output with at most ``limit`` elements."""
@@ -143,6 +133,8 @@ class _Index:
         if t is None:
             _, n = self.node(name, "Constant")
             attribute = n.attribute[0] if n is not None and len(n.attribute) == 1 else None
+            if attribute is not None and attribute.name == "value_float":
+                return np.array(attribute.f, np.float32)
             t = attribute.t if attribute is not None and attribute.name == "value" else None
         if t is None or t.data_location == onnx.TensorProto.EXTERNAL or math.prod(t.dims) > limit:
             return None
