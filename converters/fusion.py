@@ -76,13 +76,17 @@ _SHAPE_OPS = ("Shape", "Size")
 class _Match:
     removed: list[int]  # indices of the nodes the fused node replaces, the last one last
     node: onnx.NodeProto
+    initializers: tuple[tuple[str, np.ndarray], ...] = ()  # new initializers the fused node reads (a folded weight)
+    replaced: tuple[str, ...] = ()  # initializers it no longer reads: dropped where nothing else does
 
 
 class _Index:
     """Who produces and who reads each value of a graph, and its small constants."""
 
-    def __init__(self, graph: onnx.GraphProto, opsets: dict[str, int], parent: _Index | None = None):
+    def __init__(self, graph: onnx.GraphProto, opsets: dict[str, int], parent: _Index | None = None,
+                 weights: dict[str, np.ndarray] | None = None):
         self.opsets = opsets
+        self.weights = weights or {}  # initializers read apart from the proto, whose tensors are empty
         self.parent = parent  # the enclosing graph's index, for the outer-scope names a subgraph reads
         self.nodes = list(graph.node)
         self.producer = {o: i for i, n in enumerate(self.nodes) for o in n.output if o}
@@ -510,6 +514,81 @@ def _match_group_norm(ix: _Index, i: int) -> _Match | None:
     return _Match(sorted(chain), node)
 
 
+def _local_float32(ix: _Index, name: str) -> np.ndarray | None:
+    """The float32 value of an initializer of this graph itself (through ``Identity`` nodes), stored in the file."""
+    t = ix.initializer(name)
+    if t is None or ix.initializers.get(t.name) is not t or t.data_location == onnx.TensorProto.EXTERNAL:
+        return None
+    if t.data_type != onnx.TensorProto.FLOAT:
+        return None
+    return ix.weights[t.name] if t.name in ix.weights else numpy_helper.to_array(t)
+
+
+def _per_channel(value: np.ndarray, channels: int, rank: int) -> np.ndarray | None:
+    """``value`` as (channels,) where it scales or shifts a rank-``rank`` (N, C, *S) tensor channel by channel
+    (a (C, 1, 1) or (1, C, 1, 1) initializer, or one value) without broadcasting it further."""
+    padded = (1,) * (rank - value.ndim) + value.shape
+    if len(padded) != rank or math.prod(padded) not in (1, channels) or padded[1] != math.prod(padded):
+        return None
+    return np.broadcast_to(value.reshape(-1), (channels,))
+
+
+def _match_conv(ix: _Index, i: int) -> _Match | None:
+    """``Conv`` -> optional ``Mul(scale)`` -> optional ``Add(shift)`` (per-channel float32 initializers: a frozen batch
+    norm, as DETR's ResNet exports it, folded into the weight and bias here as onnxruntime folds it) -> optional
+    ``Add(z)`` (a residual) -> optional ``Relu`` -> ``ai.transmuter::FusedConv``, at least one of them."""
+    conv, chain, value = ix.nodes[i], [i], ix.nodes[i].output[0]
+    w, b = conv.input[1], conv.input[2] if len(conv.input) > 2 else ""
+    weight = _local_float32(ix, w)
+    bias = None if weight is None else _local_float32(ix, b) if b else np.zeros(weight.shape[:1], np.float32)
+
+    def next_node(op_type: str) -> tuple[int, str | None]:
+        """The only reader of ``value`` if it is an ``op_type`` node (else -1), and its other input."""
+        j = ix.only_reader(value)
+        n = ix.nodes[j] if j is not None else None
+        if n is None or n.op_type != op_type or normalize_domain(n.domain) != "":
+            return -1, None
+        other = "" if op_type == "Relu" else _other(n, value)
+        return (j, other) if other is not None else (-1, None)
+
+    def per_channel(j: int, name: str | None) -> np.ndarray | None:
+        found = _local_float32(ix, name) if j >= 0 and bias is not None else None
+        return None if found is None else _per_channel(found, weight.shape[0], weight.ndim)
+
+    def take(j: int) -> None:
+        nonlocal chain, value
+        chain, value = chain + [j], ix.nodes[j].output[0]
+
+    j, other = next_node("Mul")
+    scale = per_channel(j, other)
+    if scale is not None:
+        take(j)
+    j, other = next_node("Add")
+    shift = per_channel(j, other)
+    if shift is not None:
+        take(j)
+        j, other = next_node("Add")
+    z = other if j >= 0 else ""
+    if z:
+        take(j)
+    j, _ = next_node("Relu")
+    if j >= 0:
+        take(j)
+    if len(chain) == 1:
+        return None
+    inputs, new, replaced = [conv.input[0], w, b], (), ()
+    if scale is not None or shift is not None:
+        scale = np.ones_like(bias) if scale is None else scale
+        names = [f"{value}/folded_weight", f"{value}/folded_bias"]
+        folded = (weight * scale.reshape(-1, *(1,) * (weight.ndim - 1)), bias * scale + (0 if shift is None else shift))
+        new = tuple((n, a.astype(np.float32)) for n, a in zip(names, folded))
+        inputs[1:3], replaced = names, tuple(n for n in (w, b) if n)
+    attrs = {a.name: helper.get_attribute_value(a) for a in conv.attribute}
+    node = helper.make_node("FusedConv", [*inputs, z], [value], _names(ix, chain), domain=FUSED_DOMAIN,
+                            activation="Relu" if ix.nodes[chain[-1]].op_type == "Relu" else "", **attrs)
+    return _Match(chain, node, new, replaced)
+
+
 def _match_rotate_half(ix: _Index, i: int) -> _Match | None:
     neg = ix.nodes[i]
     si, second = ix.node(neg.input[0], "Slice")
@@ -561,6 +640,7 @@ _PATTERNS = (
     ("ReduceMean", _match_rms_norm, FUSED_DOMAIN),
     ("InstanceNormalization", _match_group_norm, FUSED_DOMAIN),
     ("Neg", _match_rotate_half, FUSED_DOMAIN),
+    ("Conv", _match_conv, FUSED_DOMAIN),
 )
 
 
@@ -579,22 +659,25 @@ def _matches(ix: _Index) -> list[_Match]:
 
 
 def fuse(
-    proto: onnx.ModelProto, opsets: dict[str, int], in_place: bool = False
+    proto: onnx.ModelProto, opsets: dict[str, int], in_place: bool = False,
+    weights: dict[str, np.ndarray] | None = None,
 ) -> tuple[onnx.ModelProto, dict[str, int]]:
     """``proto`` with its fusable chains rewritten, and its opsets with the fused nodes' domains added. Subgraphs
     too: the branches of a merged decoder's If are the decoder itself.
 
     The caller's proto is never edited: the result is a copy, unless ``in_place`` (a proto the caller
     read for this model), where the nodes are rewritten in place so that the weights are not copied.
+    ``weights``: the main graph's initializers read apart from the proto (``model.read_model``); a folded weight
+    goes there too, and the weights it replaces leave it.
     """
-    plan = _plan(proto.graph, opsets, None)
+    plan = _plan(proto.graph, opsets, None, weights)
     if not plan.fuses_any():
         return proto, opsets
     out = proto
     if not in_place:
         out = onnx.ModelProto()
         out.CopyFrom(proto)
-    domains = _apply(out.graph, plan)
+    domains = _apply(out.graph, plan, weights)
     opsets = dict(opsets)
     for domain in sorted(domains - set(opsets)):
         opsets[domain] = 1
@@ -618,15 +701,16 @@ def _subgraphs(graph: onnx.GraphProto) -> list[onnx.GraphProto]:
             for g in ([a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs))]
 
 
-def _plan(graph: onnx.GraphProto, opsets: dict[str, int], parent: _Index | None) -> _Plan:
+def _plan(graph: onnx.GraphProto, opsets: dict[str, int], parent: _Index | None,
+          weights: dict[str, np.ndarray] | None = None) -> _Plan:
     """The chains to fuse in ``graph`` and in its subgraphs (whose index looks outer names up in ``graph``'s)."""
-    ix = _Index(graph, opsets, parent)
+    ix = _Index(graph, opsets, parent, weights)
     return _Plan(_matches(ix), [_plan(g, opsets, ix) for g in _subgraphs(graph)])
 
 
-def _apply(graph: onnx.GraphProto, plan: _Plan) -> set[str]:
+def _apply(graph: onnx.GraphProto, plan: _Plan, weights: dict[str, np.ndarray] | None = None) -> set[str]:
     """Rewrite the chains of ``plan`` in ``graph`` (the graph it was made from, or a copy) and in its subgraphs, in
-    place; the domains of the fused nodes."""
+    place; the domains of the fused nodes. ``weights``: ``graph``'s initializers read apart (``fuse``)."""
     domains = {m.node.domain for m in plan.matches}
     for g, sub in zip(_subgraphs(graph), plan.subgraphs, strict=True):  # before the node indices move
         domains |= _apply(g, sub)
@@ -640,6 +724,18 @@ def _apply(graph: onnx.GraphProto, plan: _Plan) -> set[str]:
         graph.node[i].CopyFrom(node)
     for i in sorted(set(range(len(graph.node))) - set(kept), reverse=True):
         del graph.node[i]
+    for name, value in (item for m in plan.matches for item in m.initializers):
+        if weights is None:
+            graph.initializer.append(numpy_helper.from_array(value, name))
+        else:  # apart, as ``read_model`` leaves a weight: name, type and dims in the proto
+            weights[name] = value
+            graph.initializer.add(name=name, data_type=onnx.TensorProto.FLOAT, dims=value.shape)
+    read = {name for n in graph.node for name in _node_reads(n)} | {o.name for o in graph.output}
+    unread = {name for m in plan.matches for name in m.replaced} - read
+    for j in reversed(range(len(graph.initializer))):  # a weight folded into a new one, where nothing else reads it
+        if graph.initializer[j].name in unread:
+            (weights or {}).pop(graph.initializer[j].name, None)
+            del graph.initializer[j]
     return domains
 
 

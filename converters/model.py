@@ -78,7 +78,7 @@ class Model:
                 proto = _copy(proto)
             keep = cast_graph(proto.graph, self.dtype)  # before fusion, which then sees the graph as it runs
         # exported GELU/attention chains as single fused nodes (in place in a proto of our own)
-        proto, opsets = fuse(proto, opsets, in_place=owned or proto is not given)
+        proto, opsets = fuse(proto, opsets, in_place=owned or proto is not given, weights=weights)
         self.program = Program(proto.graph, opsets, weights)
         # whether a call's result depends on random draws (``seed``/``noise`` of ``__call__``)
         self.random = any(n.op_type in RANDOM_OPS for n in _all_nodes(proto.graph))

@@ -25,7 +25,7 @@ ort = pytest.importorskip("onnxruntime")
 BACKENDS = ("mlx", "torch")
 FUSED = {"Gelu": "com.microsoft", "ScaledDotProductAttention": "ai.transmuter", "MatMulAdd": "ai.transmuter",
          "RMSNorm": "ai.transmuter", "RotateHalfEmbedding": "ai.transmuter", "Silu": "ai.transmuter",
-         "IntegerLinear": "ai.transmuter", "GroupNorm": "ai.transmuter"}
+         "IntegerLinear": "ai.transmuter", "GroupNorm": "ai.transmuter", "FusedConv": "ai.transmuter"}
 rng = np.random.default_rng(0)
 SQRT2 = math.sqrt(2)
 
@@ -540,6 +540,124 @@ def test_group_norm_backend_op(backend, shape, groups):
         vectors = [None if v is None else B.asarray(v) for v in (w, b)]
         got = B.group_norm(B.asarray(x), groups, *vectors, 1e-5)
         np.testing.assert_allclose(np.asarray(B.to_numpy(got)), want, rtol=1e-5, atol=1e-5)
+
+
+# -- convolutions with a folded batch norm, a residual and ReLU ------------------------------------
+
+
+def conv_model(chain=("mul", "add", "residual", "relu"), bias=False, pads=(1, 1, 1, 1), group=1, scale_shape=None,
+               residual_shape=None, x_shape=(2, 4, 9, 11), fed_weight=False, extra_reader=False):
+    """``Conv(x, w[, b])`` 3 x 3 to 6 channels, then the nodes ``chain`` names in order: ``Mul(scale)`` and ``Add(shift)``
+    ((1, 6, 1, 1) initializers: a frozen batch norm as DETR's export writes it, or ``scale_shape``), ``Add(z)`` (a
+    residual input of the output's shape, or ``residual_shape``) and ``Relu``."""
+    c = x_shape[1]
+    feeds = {"x": (rng.standard_normal(x_shape) * 2).astype(np.float32)}
+    inits = {"w": rng.standard_normal((6, c // group, 3, 3)).astype(np.float32),
+             "scale": (rng.random(scale_shape or (1, 6, 1, 1)) + 0.5).astype(np.float32),
+             "shift": rng.standard_normal((1, 6, 1, 1)).astype(np.float32),
+             "b": rng.standard_normal(6).astype(np.float32)}
+    conv = oh.make_node("Conv", ["x", "w", "b"] if bias else ["x", "w"], ["v0"], name="conv", pads=list(pads),
+                        group=group, kernel_shape=[3, 3])
+    nodes, value = [conv], "v0"
+    for i, step in enumerate(chain, 1):
+        op, other = {"mul": ("Mul", "scale"), "add": ("Add", "shift"), "residual": ("Add", "z"), "relu": ("Relu", None)}[step]
+        nodes.append(oh.make_node(op, [value] + ([other] if other else []), [f"v{i}"], name=step))
+        value = f"v{i}"
+    nodes.append(oh.make_node("Identity", [value], ["y"], name="out"))
+    outputs = ["y"]
+    if extra_reader:
+        nodes.append(oh.make_node("Neg", ["v0"], ["extra"], name="extra"))
+        outputs.append("extra")
+    if "residual" in chain:
+        out = [x_shape[0], 6, x_shape[2] + pads[0] + pads[2] - 2, x_shape[3] + pads[1] + pads[3] - 2]
+        feeds["z"] = rng.standard_normal(residual_shape or out).astype(np.float32)
+    if fed_weight:
+        feeds["w"] = inits.pop("w")
+    proto = model(nodes, feeds, outputs)
+    proto.graph.initializer.extend(numpy_helper.from_array(v, k) for k, v in inits.items())
+    return proto, feeds
+
+
+@pytest.mark.parametrize("chain", [("mul", "add", "residual", "relu"), ("mul", "add", "relu"), ("mul", "add"),
+                                   ("add", "relu"), ("residual", "relu"), ("relu",), ("residual",), ("mul",)])
+@pytest.mark.parametrize("bias", [False, True])
+def test_conv_fused(chain, bias):
+    """Each chain is one node, equal to onnxruntime's unfused graph within float32 rounding (the fold rounds the
+    weights' products once more)."""
+    proto, feeds = conv_model(chain, bias=bias)
+    check(proto, feeds, ["FusedConv"], tol=2e-5)
+
+
+@pytest.mark.parametrize("case", ["asymmetric pads", "grouped", "one scale", "broadcast residual", "fed weight"])
+def test_conv_fused_in_other_forms(case):
+    """Pads that differ at the two ends, groups, one scale for every channel: fused and folded. A residual that
+    broadcasts is fused and run as the ops; a weight fed as an input is fused, not folded."""
+    proto, feeds = conv_model(
+        ("residual", "relu") if case in ("broadcast residual", "fed weight") else ("mul", "add", "relu"),
+        pads=(0, 1, 2, 1) if case == "asymmetric pads" else (1, 1, 1, 1), group=2 if case == "grouped" else 1,
+        scale_shape=(1,) if case == "one scale" else None,
+        residual_shape=(1, 6, 1, 11) if case == "broadcast residual" else None, fed_weight=case == "fed weight")
+    fused = tm.load(proto, backend="numpy").program.steps
+    folded = any(s.spec.op_type == "FusedConv" and s.inputs[1].endswith("folded_weight") for s in fused)
+    assert folded == (case in ("asymmetric pads", "grouped", "one scale")), case
+    check(proto, feeds, ["FusedConv"], tol=2e-5)
+
+
+@pytest.mark.parametrize("case", ["extra reader", "scale per row"])
+def test_conv_not_fused(case):
+    """The convolution's output read by another node too, or scaled along another axis than the channels'."""
+    proto, feeds = conv_model(("mul", "add", "relu"), extra_reader=case == "extra reader",
+                              scale_shape=(1, 1, 9, 1) if case == "scale per row" else None)
+    check(proto, feeds, [])
+
+
+def test_conv_fold_drops_the_replaced_weight():
+    """The folded weight replaces the file's in the graph, in the weights read apart from the proto too."""
+    from transmuter_mlx.converters.fusion import fuse
+
+    proto, _ = conv_model(("mul", "add", "relu"))
+    weights = {"w": numpy_helper.to_array(next(t for t in proto.graph.initializer if t.name == "w"))}
+    fused, _ = fuse(proto, {"": 17}, weights=weights)
+    names = {t.name for t in fused.graph.initializer}
+    assert "w" not in names and "w" not in weights and "v3/folded_weight" in weights and "v3/folded_weight" in names
+    assert {"w", "scale"} <= {t.name for t in proto.graph.initializer}  # the caller's proto is not edited
+
+
+@pytest.mark.parametrize("pads", [[(1, 1), (1, 1)], [(0, 2), (1, 0)]])
+@pytest.mark.parametrize("groups", [1, 2])
+def test_fused_conv_backend_op(pads, groups):
+    """torch's ``B.fused_conv`` (oneDNN's post-ops, on the CPU) against torch's conv2d, bias, residual and ReLU one after
+    the other, with and without each; channels-last output, the same values."""
+    torch = pytest.importorskip("torch")
+    B = get_backend("torch")
+    x = torch.from_numpy(rng.standard_normal((2, 4, 10, 9)).astype(np.float32))
+    w = torch.from_numpy(rng.standard_normal((6, 4 // groups, 3, 3)).astype(np.float32))
+    b = torch.from_numpy(rng.standard_normal(6).astype(np.float32))
+    padded = torch.nn.functional.pad(x, [v for p in reversed(pads) for v in p])
+    plain = torch.nn.functional.conv2d(padded, w, None, (2, 1), 0, (1, 2), groups)
+    z = torch.from_numpy(rng.standard_normal(tuple(plain.shape)).astype(np.float32))
+    for bias, add, relu in [(b, z, True), (b, None, True), (None, z, False), (None, None, False), (b, None, False)]:
+        got = B.fused_conv(x, w, bias, add, relu, (2, 1), pads, (1, 2), groups)
+        if got is None:
+            pytest.skip("no oneDNN convolution in this torch")
+        want = plain + (0 if bias is None else b.view(1, -1, 1, 1)) + (0 if add is None else z)
+        want = want.relu() if relu else want
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_torch_convolutions_run_channels_last():
+    """A 2-D convolution on torch's CPU reads and writes channels-last memory (oneDNN's fastest), the same values
+    as NCHW's."""
+    torch = pytest.importorskip("torch")
+    B = get_backend("torch")
+    x = torch.from_numpy(rng.standard_normal((1, 8, 12, 10)).astype(np.float32))
+    w = torch.from_numpy(rng.standard_normal((16, 8, 3, 3)).astype(np.float32))
+    got = B.conv(x, w, (1, 1), [(1, 1), (1, 1)], (1, 1), 1)
+    if torch.ops.mkldnn._is_mkldnn_acl_supported() or not torch.backends.mkldnn.is_available():
+        pytest.skip("oneDNN's x86 convolutions only")
+    assert got.is_contiguous(memory_format=torch.channels_last)
+    want = torch.nn.functional.conv2d(x, w, None, 1, 1)
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-5)
 
 
 # -- rotary embedding, rotate-half form -----------------------------------------------------------

@@ -3,7 +3,7 @@
 The parity numbers (tests/test_vision_parity.py) are those of ``python -m parity vision`` (parity/vision.py) for these tasks, their rows of
 parity/tasks.py and references of parity/vision_reference.py: fp32 against the transformers 4.57.6 pipeline
 on the fixture's PyTorch weights (boxes before it truncates them; Grounding DINO: onnxruntime with the
-pipeline's post-processing), scores within 2e-5 and boxes within 0.0015 px (OWL-ViT/OWLv2: 1.1e-4 and
+pipeline's post-processing), scores within 5e-5 and boxes within 0.003 px (OWL-ViT/OWLv2: 1.1e-4 and
 0.011 px; Grounding DINO's scores 6e-4); q8 against our post-processing of onnxruntime's outputs of the
 same file. Labels are identical; a ranked list may swap two detections whose reference scores are within
 the score tolerance.
@@ -42,7 +42,7 @@ def test_tolerances_are_the_specs() -> None:
                                    "reference": reference_of})[0]
         return item[2][variant].tolist()
 
-    assert limits("object-detection", "fp32") == [2e-5] + [1.5e-3] * 4
+    assert limits("object-detection", "fp32") == [5e-5] + [3e-3] * 4
     assert limits("zero-shot-object-detection", "fp32") == [1.1e-4] + [0.011] * 4
     assert limits("zero-shot-object-detection", "fp32", "onnxruntime") == [6e-4] + [0.011] * 4  # Grounding DINO
 

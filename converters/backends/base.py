@@ -144,6 +144,15 @@ class Backend(Protocol):
         """Cross-correlation of ``x`` (N, C, *S) with ``w`` (O, C/groups, *K), zero ``pads`` per axis."""
         ...
 
+    def fused_conv(
+        self, x: Array, w: Array, bias: Array | None, add: Array | None, relu: bool, strides: Sequence[int],
+        pads: Sequence[tuple[int, int]], dilations: Sequence[int], groups: int,
+    ) -> Array | None:
+        """``conv(x, w, ...) + bias (+ add)``, then ``max(., 0)`` where ``relu``, in one kernel: ``bias`` (O,), ``add``
+        of the output's shape and dtype. None where this backend has no such kernel (``FusedConv`` then runs the
+        ops one after the other)."""
+        ...
+
     def conv_transpose(
         self, x: Array, w: Array, strides: Sequence[int], dilations: Sequence[int], groups: int
     ) -> Array:

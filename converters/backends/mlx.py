@@ -347,6 +347,10 @@ class MlxBackend:
         )  # fmt: skip
         return mx.transpose(y, (0, n + 1, *range(1, n + 1)))
 
+    def fused_conv(self, x: Any, w: Any, bias: Any, add: Any, relu: bool, strides: Any, pads: Any, dilations: Any,
+                   groups: int) -> None:
+        return None  # the ops one after the other: mx.compile fuses the element-wise ones into one kernel
+
     def conv_transpose(self, x: mx.array, w: mx.array, strides: Any, dilations: Any, groups: int) -> mx.array:
         # a flipped convolution of the stride-dilated input, with (C, O/g, *K) regrouped to (O, *K, C/g)
         (C, Og, *K), n = w.shape, len(strides)

@@ -260,6 +260,10 @@ class NumpyBackend:
         out = np.einsum(f"ngc{sp}{ks},goc{ks}->ngo{sp}", win, wg, optimize=True)
         return out.reshape(N, Co, *out.shape[3:]).astype(x.dtype)
 
+    def fused_conv(self, x: Any, w: Any, bias: Any, add: Any, relu: bool, strides: Any, pads: Any, dilations: Any,
+                   groups: int) -> None:
+        return None
+
     def conv_transpose(self, x: Any, w: Any, strides: Any, dilations: Any, groups: int) -> np.ndarray:
         (N, C, *S), (_, Og, *K) = x.shape, w.shape
         full = [(s - 1) * st + d * (k - 1) + 1 for s, st, d, k in zip(S, strides, dilations, K)]

@@ -13,6 +13,9 @@ from typing import Any
 import numpy as np
 
 from ..values import np_dtype
+from ._window import spatial_pads
+from .elementwise import relu_6
+from .nn_conv import conv_1
 from .nn_norm import instance_normalization_1
 from .registry import register
 from .tensor_shape import _ints, _reshape_target, expand_8, reshape_14, slice_10, unsqueeze_13
@@ -259,6 +262,27 @@ def group_norm_1(B: Any, x: Any, weight: Any, bias: Any = None, *, num_groups: i
     ones, zeros = (B.full((num_groups,), v, B.dtype(x)) for v in (1, 0))
     y = B.multiply(B.reshape(instance_normalization_1(B, groups, ones, zeros, epsilon=epsilon), shape), weight)
     return y if bias is None else B.add(y, bias)
+
+
+@register("FusedConv", 1, FUSED_DOMAIN)
+def fused_conv_1(B: Any, x: Any, w: Any, b: Any = None, z: Any = None, *, activation: str = "", **conv: Any) -> Any:
+    """``Conv`` (its attributes in ``conv``), then ``+ z`` and ``activation`` ("Relu" or none) (``converters/fusion.py``,
+    which also folds a per-channel scale and shift into ``w`` and ``b``): ``B.fused_conv`` where ``z`` is the
+    output's shape and dtype, else one op after the other."""
+    kernel = B.shape(w)[2:]
+    pads, strides, dilations, _ = spatial_pads(B.shape(x)[2:], kernel, conv.get("strides"), conv.get("dilations"),
+                                               conv.get("pads"), conv.get("auto_pad", "NOTSET"))
+    relu = activation == "Relu"
+    spans = [d * (k - 1) + 1 for k, d in zip(kernel, dilations)]
+    shape = (B.shape(x)[0], B.shape(w)[0],
+             *((n + lo + hi - span) // s + 1 for n, (lo, hi), span, s in zip(B.shape(x)[2:], pads, spans, strides)))
+    if z is None or (tuple(B.shape(z)) == shape and B.dtype(z) == B.dtype(x)):
+        y = B.fused_conv(x, w, b, z, relu, strides, pads, dilations, conv.get("group", 1))
+        if y is not None:
+            return y
+    y = conv_1(B, x, w, b, **conv)
+    y = y if z is None else B.add(y, z)
+    return relu_6(B, y) if relu else y
 
 
 def _half_bounds(bounds: list[Any], rank: int, width: int) -> bool:
