@@ -568,7 +568,9 @@ def _match_conv(ix: _Index, i: int) -> _Match | None:
     if shift is not None:
         take(j)
         j, other = next_node("Add")
-    z = other if j >= 0 else ""
+    # a residual computed after this convolution is left to the convolution that computes it (a ResNet's shortcut
+    # comes first: the block's last convolution then takes the sum and the ReLU)
+    z = other if j >= 0 and ix.producer.get(other, -1) < i else ""
     if z:
         take(j)
     j, _ = next_node("Relu")

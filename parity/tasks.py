@@ -54,7 +54,8 @@ def _transformers(convert: Callable) -> text.Reference:
 #: coffee, PyTorch's own scores and boxes move by up to 1.3e-5 and 1.1e-3 px with each convolution weight moved
 #: by half an ulp (5-6 draws), its boxes by 9.3e-4 px with the pixels so moved, and by 1.2e-5 and 1.1e-3 px with
 #: its frozen batch norms folded into the convolutions; ours fold them too (``FusedConv``, as onnxruntime's
-#: optimizer does): 2.7e-5 and 2.3e-3 px on torch, 7.9e-6 and 6.4e-4 on mlx; a MatMul's or Conv's summation
+#: optimizer does): up to 1.8e-5 and 1.7e-3 px on torch and on mlx (2.7e-5 and 2.3e-3 px on torch when the
+#: shortcut's convolution took the residual sum); a MatMul's or Conv's summation
 #: order alone gave 1.1e-3 px on mlx on an AMD EPYC (onnxruntime on the same file: 7.9e-4 px). q8: 1e-3 for the
 #: score as every task's, the box's 1e-3 (measured at most 2e-7 and 1.2e-4 px)
 _DETECTION = {"score": {"fp32": 5e-5, "q8": 1e-3}, "box": {"fp32": 3e-3, "q8": 1e-3}}

@@ -603,6 +603,27 @@ def test_conv_fused_in_other_forms(case):
     check(proto, feeds, ["FusedConv"], tol=2e-5)
 
 
+def test_conv_blocks_shortcut_and_last_convolution_both_fused():
+    """A ResNet block's end: the shortcut's convolution (first in the graph) and the block's last one, each with its
+    batch norm, summed and ReLU'd. The shortcut's is fused with its batch norm alone, the last one takes the sum
+    and the ReLU: two nodes, neither left as a plain Conv."""
+    x = (rng.standard_normal((1, 4, 8, 8)) * 2).astype(np.float32)
+    inits = {}
+    nodes = []
+    for branch in ("short", "last"):
+        inits[f"{branch}_w"] = rng.standard_normal((6, 4, 1, 1)).astype(np.float32)
+        inits[f"{branch}_s"] = (rng.random((1, 6, 1, 1)) + 0.5).astype(np.float32)
+        inits[f"{branch}_t"] = rng.standard_normal((1, 6, 1, 1)).astype(np.float32)
+        nodes += [oh.make_node("Conv", ["x", f"{branch}_w"], [f"{branch}_c"], name=f"{branch}_conv"),
+                  oh.make_node("Mul", [f"{branch}_c", f"{branch}_s"], [f"{branch}_m"], name=f"{branch}_mul"),
+                  oh.make_node("Add", [f"{branch}_m", f"{branch}_t"], [f"{branch}_a"], name=f"{branch}_add")]
+    nodes += [oh.make_node("Add", ["last_a", "short_a"], ["sum"], name="sum"),
+              oh.make_node("Relu", ["sum"], ["y"], name="relu")]
+    proto = model(nodes, {"x": x}, ["y"])
+    proto.graph.initializer.extend(numpy_helper.from_array(v, k) for k, v in inits.items())
+    check(proto, {"x": x}, ["FusedConv", "FusedConv"], tol=2e-5)
+
+
 @pytest.mark.parametrize("case", ["extra reader", "scale per row"])
 def test_conv_not_fused(case):
     """The convolution's output read by another node too, or scaled along another axis than the channels'."""
