@@ -89,6 +89,9 @@ FAMILIES = {  # transformers' config defaults are the named checkpoint's shapes 
                         lambda T: T.SwinForImageClassification(T.SwinConfig()), IMAGE_224),
     "ast": Family("audio-classification",  # MIT/ast-finetuned-audioset-10-10-0.4593, 1024 frames of 128 mel bins
                   lambda T: T.ASTForAudioClassification(T.ASTConfig(num_labels=527)), {"input_values": (1, 1024, 128)}),
+    "mobilenet-v2": Family("image-classification",  # google/mobilenet_v2_1.0_224 (its TensorFlow "same" padding)
+                           lambda T: T.MobileNetV2ForImageClassification(T.MobileNetV2Config(num_labels=1001)),
+                           IMAGE_224),
     "dinov2-small": Family("feature-extraction",  # facebook/dinov2-small: its 37 x 37 positions resized to 16 x 16
                            lambda T: T.Dinov2Model(T.Dinov2Config(image_size=518, hidden_size=384, num_hidden_layers=12,
                                                                   num_attention_heads=6)),

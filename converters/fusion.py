@@ -536,7 +536,8 @@ def _per_channel(value: np.ndarray, channels: int, rank: int) -> np.ndarray | No
 def _match_conv(ix: _Index, i: int) -> _Match | None:
     """``Conv`` -> optional ``Mul(scale)`` -> optional ``Add(shift)`` (per-channel float32 initializers: a frozen batch
     norm, as DETR's ResNet exports it, folded into the weight and bias here as onnxruntime folds it) -> optional
-    ``Add(z)`` (a residual) -> optional ``Relu`` -> ``ai.transmuter::FusedConv``, at least one of them."""
+    ``Add(z)`` (a residual) -> optional ``Relu``, or ``Clip`` by constants (ReLU6) -> ``ai.transmuter::FusedConv``, at
+    least one of them."""
     conv, chain, value = ix.nodes[i], [i], ix.nodes[i].output[0]
     w, b = conv.input[1], conv.input[2] if len(conv.input) > 2 else ""
     weight = _local_float32(ix, w)
@@ -574,8 +575,9 @@ def _match_conv(ix: _Index, i: int) -> _Match | None:
     if z:
         take(j)
     j, _ = next_node("Relu")
-    if j >= 0:
-        take(j)
+    bounds = (0.0, math.inf) if j >= 0 else _clip_bounds(ix, ix.only_reader(value))
+    if bounds is not None:
+        take(j if j >= 0 else ix.only_reader(value))
     if len(chain) == 1:
         return None
     inputs, new, replaced = [conv.input[0], w, b], (), ()
@@ -586,9 +588,24 @@ def _match_conv(ix: _Index, i: int) -> _Match | None:
         new = tuple((n, a.astype(np.float32)) for n, a in zip(names, folded))
         inputs[1:3], replaced = names, tuple(n for n in (w, b) if n)
     attrs = {a.name: helper.get_attribute_value(a) for a in conv.attribute}
-    node = helper.make_node("FusedConv", [*inputs, z], [value], _names(ix, chain), domain=FUSED_DOMAIN,
-                            activation="Relu" if ix.nodes[chain[-1]].op_type == "Relu" else "", **attrs)
+    if bounds is not None:
+        attrs["clip"] = [bounds[0], bounds[1]]
+    node = helper.make_node("FusedConv", [*inputs, z], [value], _names(ix, chain), domain=FUSED_DOMAIN, **attrs)
     return _Match(chain, node, new, replaced)
+
+
+def _clip_bounds(ix: _Index, j: int | None) -> tuple[float, float] | None:
+    """``(min, max)`` of node ``j`` if it is a ``Clip`` by constant bounds (ReLU6: 0, 6), min <= max."""
+    node = ix.nodes[j] if j is not None else None
+    if node is None or node.op_type != "Clip" or normalize_domain(node.domain) != "":
+        return None
+    given = (list(node.input[1:3]) + ["", ""])[:2]
+    values = [ix.const(n) if n else None for n in given]
+    if any(n and v is None for n, v in zip(given, values)):
+        return None
+    lo = float(_attr(node, "min", -math.inf) if values[0] is None else values[0].reshape(-1)[0])
+    hi = float(_attr(node, "max", math.inf) if values[1] is None else values[1].reshape(-1)[0])
+    return (lo, hi) if lo <= hi else None
 
 
 def _match_rotate_half(ix: _Index, i: int) -> _Match | None:

@@ -549,7 +549,8 @@ def conv_model(chain=("mul", "add", "residual", "relu"), bias=False, pads=(1, 1,
                residual_shape=None, x_shape=(2, 4, 9, 11), fed_weight=False, extra_reader=False):
     """``Conv(x, w[, b])`` 3 x 3 to 6 channels, then the nodes ``chain`` names in order: ``Mul(scale)`` and ``Add(shift)``
     ((1, 6, 1, 1) initializers: a frozen batch norm as DETR's export writes it, or ``scale_shape``), ``Add(z)`` (a
-    residual input of the output's shape, or ``residual_shape``) and ``Relu``."""
+    residual input of the output's shape, or ``residual_shape``), ``Relu``, and ``Clip`` by constants (0 and 6:
+    MobileNet's ReLU6, 0 alone, 6 alone)."""
     c = x_shape[1]
     feeds = {"x": (rng.standard_normal(x_shape) * 2).astype(np.float32)}
     inits = {"w": rng.standard_normal((6, c // group, 3, 3)).astype(np.float32),
@@ -558,10 +559,12 @@ def conv_model(chain=("mul", "add", "residual", "relu"), bias=False, pads=(1, 1,
              "b": rng.standard_normal(6).astype(np.float32)}
     conv = oh.make_node("Conv", ["x", "w", "b"] if bias else ["x", "w"], ["v0"], name="conv", pads=list(pads),
                         group=group, kernel_shape=[3, 3])
-    nodes, value = [conv], "v0"
+    nodes, value = [conv, const("zero", 0.0), const("six", 6.0)], "v0"
     for i, step in enumerate(chain, 1):
-        op, other = {"mul": ("Mul", "scale"), "add": ("Add", "shift"), "residual": ("Add", "z"), "relu": ("Relu", None)}[step]
-        nodes.append(oh.make_node(op, [value] + ([other] if other else []), [f"v{i}"], name=step))
+        op, others = {"mul": ("Mul", ["scale"]), "add": ("Add", ["shift"]), "residual": ("Add", ["z"]),
+                      "relu": ("Relu", []), "relu6": ("Clip", ["zero", "six"]), "min": ("Clip", ["zero"]),
+                      "max": ("Clip", ["", "six"])}[step]
+        nodes.append(oh.make_node(op, [value, *others], [f"v{i}"], name=step))
         value = f"v{i}"
     nodes.append(oh.make_node("Identity", [value], ["y"], name="out"))
     outputs = ["y"]
@@ -579,7 +582,8 @@ def conv_model(chain=("mul", "add", "residual", "relu"), bias=False, pads=(1, 1,
 
 
 @pytest.mark.parametrize("chain", [("mul", "add", "residual", "relu"), ("mul", "add", "relu"), ("mul", "add"),
-                                   ("add", "relu"), ("residual", "relu"), ("relu",), ("residual",), ("mul",)])
+                                   ("add", "relu"), ("residual", "relu"), ("relu",), ("residual",), ("mul",),
+                                   ("relu6",), ("mul", "add", "relu6"), ("residual", "relu6"), ("min",), ("max",)])
 @pytest.mark.parametrize("bias", [False, True])
 def test_conv_fused(chain, bias):
     """Each chain is one node, equal to onnxruntime's unfused graph within float32 rounding (the fold rounds the
@@ -647,8 +651,8 @@ def test_conv_fold_drops_the_replaced_weight():
 @pytest.mark.parametrize("pads", [[(1, 1), (1, 1)], [(0, 2), (1, 0)]])
 @pytest.mark.parametrize("groups", [1, 2])
 def test_fused_conv_backend_op(pads, groups):
-    """torch's ``B.fused_conv`` (oneDNN's post-ops, on the CPU) against torch's conv2d, bias, residual and ReLU one after
-    the other, with and without each; channels-last output, the same values."""
+    """torch's ``B.fused_conv`` (oneDNN's post-ops, on the CPU) against torch's conv2d, bias, residual and ReLU or clip
+    one after the other, with and without each."""
     torch = pytest.importorskip("torch")
     B = get_backend("torch")
     x = torch.from_numpy(rng.standard_normal((2, 4, 10, 9)).astype(np.float32))
@@ -657,13 +661,16 @@ def test_fused_conv_backend_op(pads, groups):
     padded = torch.nn.functional.pad(x, [v for p in reversed(pads) for v in p])
     plain = torch.nn.functional.conv2d(padded, w, None, (2, 1), 0, (1, 2), groups)
     z = torch.from_numpy(rng.standard_normal(tuple(plain.shape)).astype(np.float32))
-    for bias, add, relu in [(b, z, True), (b, None, True), (None, z, False), (None, None, False), (b, None, False)]:
-        got = B.fused_conv(x, w, bias, add, relu, (2, 1), pads, (1, 2), groups)
+    relu, relu6 = (0.0, math.inf), (0.0, 6.0)
+    for bias, add, clip in [(b, z, relu), (b, None, relu), (None, z, None), (None, None, None), (b, None, None),
+                            (b, None, relu6), (None, None, (-1.0, math.inf))]:
+        got = B.fused_conv(x, w, bias, add, clip, (2, 1), pads, (1, 2), groups)
         if got is None:
             pytest.skip("no oneDNN convolution in this torch")
         want = plain + (0 if bias is None else b.view(1, -1, 1, 1)) + (0 if add is None else z)
-        want = want.relu() if relu else want
+        want = want if clip is None else want.clamp(*clip)
         np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-5)
+    assert B.fused_conv(x, w, b, z, relu6, (2, 1), pads, (1, 2), groups) is None  # oneDNN: ReLU alone after a sum
 
 
 def test_torch_convolutions_run_channels_last():

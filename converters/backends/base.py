@@ -145,12 +145,12 @@ class Backend(Protocol):
         ...
 
     def fused_conv(
-        self, x: Array, w: Array, bias: Array | None, add: Array | None, relu: bool, strides: Sequence[int],
-        pads: Sequence[tuple[int, int]], dilations: Sequence[int], groups: int,
+        self, x: Array, w: Array, bias: Array | None, add: Array | None, clip: tuple[float, float] | None,
+        strides: Sequence[int], pads: Sequence[tuple[int, int]], dilations: Sequence[int], groups: int,
     ) -> Array | None:
-        """``conv(x, w, ...) + bias (+ add)``, then ``max(., 0)`` where ``relu``, in one kernel: ``bias`` (O,), ``add``
-        of the output's shape and dtype. None where this backend has no such kernel (``FusedConv`` then runs the
-        ops one after the other)."""
+        """``conv(x, w, ...) + bias (+ add)``, then ``min(max(., clip[0]), clip[1])`` where ``clip`` ((0, inf): ReLU)
+        is given, in one kernel: ``bias`` (O,), ``add`` of the output's shape and dtype. None where this backend has
+        no such kernel (``FusedConv`` then runs the ops one after the other)."""
         ...
 
     def conv_transpose(

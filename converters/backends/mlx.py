@@ -347,7 +347,7 @@ class MlxBackend:
         )  # fmt: skip
         return mx.transpose(y, (0, n + 1, *range(1, n + 1)))
 
-    def fused_conv(self, x: Any, w: Any, bias: Any, add: Any, relu: bool, strides: Any, pads: Any, dilations: Any,
+    def fused_conv(self, x: Any, w: Any, bias: Any, add: Any, clip: Any, strides: Any, pads: Any, dilations: Any,
                    groups: int) -> None:
         return None  # the ops one after the other: mx.compile fuses the element-wise ones into one kernel
 

@@ -260,7 +260,7 @@ class NumpyBackend:
         out = np.einsum(f"ngc{sp}{ks},goc{ks}->ngo{sp}", win, wg, optimize=True)
         return out.reshape(N, Co, *out.shape[3:]).astype(x.dtype)
 
-    def fused_conv(self, x: Any, w: Any, bias: Any, add: Any, relu: bool, strides: Any, pads: Any, dilations: Any,
+    def fused_conv(self, x: Any, w: Any, bias: Any, add: Any, clip: Any, strides: Any, pads: Any, dilations: Any,
                    groups: int) -> None:
         return None
 

@@ -452,11 +452,12 @@ class TorchBackend:
             return x.contiguous(memory_format=torch.channels_last)
         return x
 
-    def fused_conv(self, x: Any, w: Any, bias: Any, add: Any, relu: bool, strides: Any, pads: Any, dilations: Any,
+    def fused_conv(self, x: Any, w: Any, bias: Any, add: Any, clip: Any, strides: Any, pads: Any, dilations: Any,
                    groups: int) -> torch.Tensor | None:
-        # oneDNN's convolution with the bias, residual and ReLU as post-ops, the call torch.compile's CPU path makes:
-        # one pass over the output for four (DETR's 1 x 1 from 64 to 256 channels at 200 x 267: 93 -> 31 ms)
-        if not (_ONEDNN_CONV and x.ndim == 4 and x.device.type == "cpu"
+        # oneDNN's convolution with the bias, residual and ReLU (or ReLU6) as post-ops, the call torch.compile's CPU
+        # path makes: one pass over the output for four (DETR's 1 x 1 from 64 to 256 channels at 200 x 267: 93 -> 31 ms)
+        relu = clip is not None and clip[0] == 0 and math.isinf(clip[1])
+        if not (_ONEDNN_CONV and x.ndim == 4 and x.device.type == "cpu" and (clip is None or relu or add is None)
                 and all(v.dtype == torch.float32 for v in (x, w, bias, add) if v is not None)):
             return None
         if any(lo != hi for lo, hi in pads):
@@ -464,7 +465,8 @@ class TorchBackend:
         geometry = ([p[0] for p in pads], list(strides), list(dilations), groups)
         x = self._channels_last(x)
         if add is None:
-            return torch.ops.mkldnn._convolution_pointwise(x, w, bias, *geometry, "relu" if relu else "none", [], "")
+            unary, scalars = ("none", []) if clip is None else ("relu", []) if relu else ("hardtanh", list(clip))
+            return torch.ops.mkldnn._convolution_pointwise(x, w, bias, *geometry, unary, scalars, "")
         add = add.contiguous(memory_format=torch.channels_last)
         return torch.ops.mkldnn._convolution_pointwise(x, add, w, bias, *geometry, "add", 1.0, "relu" if relu else None,
                                                        [], "")

@@ -14,7 +14,6 @@ import numpy as np
 
 from ..values import np_dtype
 from ._window import spatial_pads
-from .elementwise import relu_6
 from .nn_conv import conv_1
 from .nn_norm import instance_normalization_1
 from .registry import register
@@ -265,24 +264,28 @@ def group_norm_1(B: Any, x: Any, weight: Any, bias: Any = None, *, num_groups: i
 
 
 @register("FusedConv", 1, FUSED_DOMAIN)
-def fused_conv_1(B: Any, x: Any, w: Any, b: Any = None, z: Any = None, *, activation: str = "", **conv: Any) -> Any:
-    """``Conv`` (its attributes in ``conv``), then ``+ z`` and ``activation`` ("Relu" or none) (``converters/fusion.py``,
-    which also folds a per-channel scale and shift into ``w`` and ``b``): ``B.fused_conv`` where ``z`` is the
-    output's shape and dtype, else one op after the other."""
+def fused_conv_1(B: Any, x: Any, w: Any, b: Any = None, z: Any = None, *, clip: list[float] | None = None,
+                 **conv: Any) -> Any:
+    """``Conv`` (its attributes in ``conv``), then ``+ z`` and ``clip`` (min, max; (0, inf): ReLU) (``converters/
+    fusion.py``, which also folds a per-channel scale and shift into ``w`` and ``b``): ``B.fused_conv`` where ``z``
+    is the output's shape and dtype, else one op after the other."""
     kernel = B.shape(w)[2:]
     pads, strides, dilations, _ = spatial_pads(B.shape(x)[2:], kernel, conv.get("strides"), conv.get("dilations"),
                                                conv.get("pads"), conv.get("auto_pad", "NOTSET"))
-    relu = activation == "Relu"
+    bounds = None if clip is None else (float(clip[0]), float(clip[1]))
     spans = [d * (k - 1) + 1 for k, d in zip(kernel, dilations)]
     shape = (B.shape(x)[0], B.shape(w)[0],
              *((n + lo + hi - span) // s + 1 for n, (lo, hi), span, s in zip(B.shape(x)[2:], pads, spans, strides)))
     if z is None or (tuple(B.shape(z)) == shape and B.dtype(z) == B.dtype(x)):
-        y = B.fused_conv(x, w, b, z, relu, strides, pads, dilations, conv.get("group", 1))
+        y = B.fused_conv(x, w, b, z, bounds, strides, pads, dilations, conv.get("group", 1))
         if y is not None:
             return y
     y = conv_1(B, x, w, b, **conv)
     y = y if z is None else B.add(y, z)
-    return relu_6(B, y) if relu else y
+    if bounds is None:
+        return y
+    y = B.maximum(y, B.full((), bounds[0], B.dtype(y)))
+    return y if math.isinf(bounds[1]) else B.minimum(y, B.full((), bounds[1], B.dtype(y)))
 
 
 def _half_bounds(bounds: list[Any], rank: int, width: int) -> bool:
