@@ -15,7 +15,9 @@ checkpoint's usual size:
 - ``ast``: ``ASTForAudioClassification`` of MIT/ast-finetuned-audioset-10-10-0.4593's shapes (527 labels), its
   1024 frames of 128 mel bins;
 - ``dinov2-small``: ``Dinov2Model`` of facebook/dinov2-small's shapes at 224 x 224 (its 37 x 37 position
-  embeddings resized to 16 x 16 in the graph).
+  embeddings resized to 16 x 16 in the graph);
+- ``mobilenet-v2``: ``MobileNetV2ForImageClassification`` of google/mobilenet_v2_1.0_224's shapes (1001 labels, its
+  TensorFlow "same" padding as ``Pad`` nodes), 224 x 224.
 
 Engines, side by side in one process, each on the same feeds: ours ``load(onnx, backend="mlx"|"torch")``;
 onnxruntime (CPU provider, default threads); PyTorch eager (the transformers model in ``inference_mode``, the

@@ -537,9 +537,13 @@ def _match_conv(ix: _Index, i: int) -> _Match | None:
     """``Conv`` -> optional ``Mul(scale)`` -> optional ``Add(shift)`` (per-channel float32 initializers: a frozen batch
     norm, as DETR's ResNet exports it, folded into the weight and bias here as onnxruntime folds it) -> optional
     ``Add(z)`` (a residual) -> optional ``Relu``, or ``Clip`` by constants (ReLU6) -> ``ai.transmuter::FusedConv``, at
-    least one of them."""
+    least one of them, or a ``Pad`` (opset 11 on) before the ``Conv``: its padding joins the convolution's where
+    it is zeros on the spatial axes (checked at run time, when its pads are known)."""
     conv, chain, value = ix.nodes[i], [i], ix.nodes[i].output[0]
     w, b = conv.input[1], conv.input[2] if len(conv.input) > 2 else ""
+    pi, pad = ix.node(conv.input[0], "Pad")  # TensorFlow's "same" padding, as MobileNet's export spells it
+    if pad is None or len(pad.input) < 2 or not ix.exclusive(conv.input[0], i) or ix.opsets.get("", 1) < 11:
+        pi, pad = None, None
     weight = _local_float32(ix, w)
     bias = None if weight is None else _local_float32(ix, b) if b else np.zeros(weight.shape[:1], np.float32)
 
@@ -578,9 +582,13 @@ def _match_conv(ix: _Index, i: int) -> _Match | None:
     bounds = (0.0, math.inf) if j >= 0 else _clip_bounds(ix, ix.only_reader(value))
     if bounds is not None:
         take(j if j >= 0 else ix.only_reader(value))
-    if len(chain) == 1:
+    if len(chain) == 1 and pad is None:
         return None
     inputs, new, replaced = [conv.input[0], w, b], (), ()
+    padding: list[str] = []
+    if pad is not None:
+        chain, inputs[0] = [pi, *chain], pad.input[0]
+        padding = (list(pad.input[1:4]) + ["", ""])[:3]
     if scale is not None or shift is not None:
         scale = np.ones_like(bias) if scale is None else scale
         names = [f"{value}/folded_weight", f"{value}/folded_bias"]
@@ -590,7 +598,10 @@ def _match_conv(ix: _Index, i: int) -> _Match | None:
     attrs = {a.name: helper.get_attribute_value(a) for a in conv.attribute}
     if bounds is not None:
         attrs["clip"] = [bounds[0], bounds[1]]
-    node = helper.make_node("FusedConv", [*inputs, z], [value], _names(ix, chain), domain=FUSED_DOMAIN, **attrs)
+    if pad is not None:
+        attrs["pad_mode"] = _attr(pad, "mode", b"constant")
+    node = helper.make_node("FusedConv", [*inputs, z, *padding], [value], _names(ix, chain), domain=FUSED_DOMAIN,
+                            **attrs)
     return _Match(chain, node, new, replaced)
 
 

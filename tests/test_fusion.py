@@ -17,7 +17,7 @@ from onnx import helper as oh
 
 import transmuter_mlx as tm
 from transmuter_mlx.converters.backends import get_backend
-from transmuter_mlx.converters.ops.fused import scaled_dot_product_attention_1
+from transmuter_mlx.converters.ops.fused import _with_padding, scaled_dot_product_attention_1
 from transmuter_mlx.converters.ops.quantized_matmul import weight_chunks
 
 ort = pytest.importorskip("onnxruntime")
@@ -626,6 +626,42 @@ def test_conv_blocks_shortcut_and_last_convolution_both_fused():
     proto = model(nodes, {"x": x}, ["y"])
     proto.graph.initializer.extend(numpy_helper.from_array(v, k) for k, v in inits.items())
     check(proto, {"x": x}, ["FusedConv", "FusedConv"], tol=2e-5)
+
+
+@pytest.mark.parametrize("case", ["same padding", "zero value", "with own pads", "nonzero value", "channel axis",
+                                  "reflect", "from shapes"])
+def test_pad_before_conv_fused(case):
+    """``Pad`` -> ``Conv`` -> ``Relu`` is one node. Zeros on the spatial axes join the convolution's padding
+    (TensorFlow's "same" padding of MobileNet's export: one more row and column at the end); any other ``Pad`` (a
+    value, the channel axis, another mode) runs before the convolution. Equal to onnxruntime either way."""
+    x = rng.standard_normal((1, 4, 9, 8)).astype(np.float32)
+    amounts = {"channel axis": [0, 1, 0, 0, 0, 1, 1, 1]}.get(case, [0, 0, 0, 0, 0, 0, 1, 1])
+    nodes = [const("pads", amounts, np.int64), const("value", 0.0 if case == "zero value" else 0.5)]
+    pad_inputs = ["x", "pads", "value"] if case in ("zero value", "nonzero value") else ["x", "pads"]
+    if case == "from shapes":  # the amounts computed from the input's shape, as the export computes them
+        nodes += [oh.make_node("Shape", ["x"], ["shape"], name="shape"), const("mod", 2, np.int64),
+                  oh.make_node("Mod", ["shape", "mod"], ["odd"], name="odd"),
+                  oh.make_node("Concat", ["odd", "odd"], ["computed"], name="computed", axis=0)]
+        pad_inputs = ["x", "computed"]
+    nodes += [oh.make_node("Pad", pad_inputs, ["p"], name="pad", mode="reflect" if case == "reflect" else "constant"),
+              oh.make_node("Conv", ["p", "w"], ["c"], name="conv", kernel_shape=[3, 3], strides=[2, 2],
+                           pads=[1, 0, 1, 0] if case == "with own pads" else [0, 0, 0, 0]),
+              oh.make_node("Relu", ["c"], ["y"], name="relu")]
+    proto = model(nodes, {"x": x}, ["y"])
+    channels = 4 + amounts[1] + amounts[5]
+    proto.graph.initializer.append(numpy_helper.from_array(rng.standard_normal((6, channels, 3, 3)).astype(np.float32),
+                                                           "w"))
+    check(proto, {"x": x}, ["FusedConv"])
+    steps = tm.load(proto, backend="numpy").program.steps
+    assert not any(step.spec.op_type == "Pad" for step in steps)
+    value = np.array(0.5 if case == "nonzero value" else 0.0, np.float32)
+    mode = "reflect" if case == "reflect" else "constant"
+    conv = {"pads": [1, 0, 1, 0] if case == "with own pads" else [0, 0, 0, 0]}
+    padded, attrs = _with_padding(get_backend("numpy"), x, np.array(amounts), value, None, mode, conv)
+    if case in ("same padding", "zero value", "with own pads", "from shapes"):  # joined: no copy of x
+        assert padded is x and attrs["pads"] == [conv["pads"][0], 0, conv["pads"][2] + 1, 1]
+    else:
+        assert padded.shape != x.shape and attrs == conv
 
 
 @pytest.mark.parametrize("case", ["extra reader", "scale per row"])

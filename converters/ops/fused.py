@@ -17,6 +17,7 @@ from ._window import spatial_pads
 from .nn_conv import conv_1
 from .nn_norm import instance_normalization_1
 from .registry import register
+from .tensor_pad import pad_11
 from .tensor_shape import _ints, _reshape_target, expand_8, reshape_14, slice_10, unsqueeze_13
 
 FUSED_DOMAIN = "ai.transmuter"
@@ -263,12 +264,31 @@ def group_norm_1(B: Any, x: Any, weight: Any, bias: Any = None, *, num_groups: i
     return y if bias is None else B.add(y, bias)
 
 
-@register("FusedConv", 1, FUSED_DOMAIN)
-def fused_conv_1(B: Any, x: Any, w: Any, b: Any = None, z: Any = None, *, clip: list[float] | None = None,
-                 **conv: Any) -> Any:
-    """``Conv`` (its attributes in ``conv``), then ``+ z`` and ``clip`` (min, max; (0, inf): ReLU) (``converters/
+def _with_padding(B: Any, x: Any, padding: np.ndarray, value: np.ndarray | None, axes: np.ndarray | None, mode: str,
+                  conv: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """``x`` and the convolution's attributes after a ``Pad(x, padding, value, axes, mode)``: the padding joins the
+    convolution's own where it is zeros on the spatial axes alone, else the ``Pad`` runs."""
+    rank, amounts = len(B.shape(x)), [int(v) for v in np.asarray(padding).reshape(-1)]
+    zeros = value is None or (np.size(value) == 1 and float(np.asarray(value).reshape(-1)[0]) == 0)
+    mode = mode.decode() if isinstance(mode, bytes) else mode
+    if (mode == "constant" and zeros and axes is None and len(amounts) == 2 * rank and min(amounts, default=0) >= 0
+            and amounts[:2] == amounts[rank:rank + 2] == [0, 0] and conv.get("auto_pad", "NOTSET") in ("NOTSET", b"NOTSET")):
+        own = list(conv.get("pads") or [0] * (2 * rank - 4))
+        spatial = amounts[2:rank] + amounts[rank + 2:]
+        return x, {**conv, "pads": [a + b for a, b in zip(own, spatial)]}
+    return pad_11(B, x, padding, value, axes, mode=mode), conv
+
+
+@register("FusedConv", 1, FUSED_DOMAIN, static_inputs=(4, 5, 6))
+def fused_conv_1(B: Any, x: Any, w: Any, b: Any = None, z: Any = None, padding: np.ndarray | None = None,
+                 pad_value: np.ndarray | None = None, pad_axes: np.ndarray | None = None, *,
+                 clip: list[float] | None = None, pad_mode: str = "constant", **conv: Any) -> Any:
+    """A ``Pad`` of ``x`` (``padding``, ``pad_value``, ``pad_axes``, ``pad_mode``: its inputs and mode, where given),
+    ``Conv`` (its attributes in ``conv``), then ``+ z`` and ``clip`` (min, max; (0, inf): ReLU) (``converters/
     fusion.py``, which also folds a per-channel scale and shift into ``w`` and ``b``): ``B.fused_conv`` where ``z``
     is the output's shape and dtype, else one op after the other."""
+    if padding is not None:
+        x, conv = _with_padding(B, x, padding, pad_value, pad_axes, pad_mode, conv)
     kernel = B.shape(w)[2:]
     pads, strides, dilations, _ = spatial_pads(B.shape(x)[2:], kernel, conv.get("strides"), conv.get("dilations"),
                                                conv.get("pads"), conv.get("auto_pad", "NOTSET"))
