@@ -37,6 +37,12 @@ backends have one kernel for each (``B.gelu``, ``B.sdpa``). ``fuse`` finds these
   where they are per channel (on torch the layer norm of each group, then the channels' multiply-add in place:
   three passes and one new buffer where the chain took five and five; wav2vec2-base's first layer, 512 channels x
   32,000 frames: 96 -> 33 ms).
+- Convolutions (ResNet's, DETR's, MobileNet's): optional ``Pad`` -> ``Conv`` -> optional ``Mul(scale)`` -> optional
+  ``Add(shift)`` (a frozen batch norm: per-channel initializers, folded into a new weight and bias here) -> optional
+  ``Add(z)`` (a residual computed before the convolution) -> optional ``Relu`` or ``Clip`` by constants ->
+  ``ai.transmuter::FusedConv``, which runs ``B.fused_conv`` (on torch's CPU one oneDNN call with the bias, residual
+  and ReLU as post-ops: DETR-ResNet-50 2.05 -> 1.28 s) and the ops one after the other elsewhere; a ``Pad`` of
+  zeros on the spatial axes joins the convolution's padding.
 - SiLU (Llama-style MLPs): ``Mul(x, Sigmoid(x))`` -> ``ai.transmuter::Silu``, which runs ``B.silu`` (torch's
   ``silu``: one pass for two, and torch's CPU sigmoid alone is slower than its silu).
 
