@@ -72,7 +72,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from .graph import _node_reads
-from .ops.fused import FUSED_DOMAIN
+from .ops.fused import FUSED_DOMAIN, _varies_by_channel
 from .ops.registry import MS_DOMAIN, normalize_domain
 
 _SHAPE_OPS = ("Shape", "Size")
@@ -533,8 +533,7 @@ def _local_float32(ix: _Index, name: str) -> np.ndarray | None:
 def _per_channel(value: np.ndarray, channels: int, rank: int) -> np.ndarray | None:
     """``value`` as (channels,) where it scales or shifts a rank-``rank`` (N, C, *S) tensor channel by channel
     (a (C, 1, 1) or (1, C, 1, 1) initializer, or one value) without broadcasting it further."""
-    padded = (1,) * (rank - value.ndim) + value.shape
-    if len(padded) != rank or math.prod(padded) not in (1, channels) or padded[1] != math.prod(padded):
+    if value.ndim > rank or (value.size != 1 and not _varies_by_channel(value.shape, (1, channels, *(1,) * (rank - 2)))):
         return None
     return np.broadcast_to(value.reshape(-1), (channels,))
 

@@ -54,6 +54,14 @@ _REDUCE = {"sum": "sum", "prod": "prod", "max": "amax", "min": "amin", "mean": "
 _SCATTER_REDUCE = {"mul": "prod", "max": "amax", "min": "amin"}
 
 
+def _symmetric_pads(x: torch.Tensor, pads: Any) -> tuple[torch.Tensor, list[int]]:
+    """``x`` and one padding amount a spatial axis, as torch's convolutions take it: where the two ends of an axis
+    differ, ``x`` is padded here and the convolution pads nothing."""
+    if all(lo == hi for lo, hi in pads):
+        return x, [lo for lo, _ in pads]
+    return _F.pad(x, [v for p in reversed(list(pads)) for v in p]), [0] * len(pads)
+
+
 class TorchBackend:
     """PyTorch implementation of the backend protocol."""
 
@@ -438,11 +446,8 @@ class TorchBackend:
     def conv(self, x: Any, w: Any, strides: Any, pads: Any, dilations: Any, groups: int) -> torch.Tensor:
         n = len(strides)
         fn = (_F.conv1d, _F.conv2d, _F.conv3d)[n - 1]
-        x = self._channels_last(x)
-        if all(lo == hi for lo, hi in pads):
-            return fn(x, w, None, tuple(strides), tuple(p[0] for p in pads), tuple(dilations), groups)
-        x = _F.pad(x, [v for p in reversed(list(pads)) for v in p])
-        return fn(x, w, None, tuple(strides), 0, tuple(dilations), groups)
+        x, padding = _symmetric_pads(self._channels_last(x), pads)
+        return fn(x, w, None, tuple(strides), tuple(padding), tuple(dilations), groups)
 
     def _channels_last(self, x: torch.Tensor) -> torch.Tensor:
         # oneDNN convolves channels-last memory fastest, and reorders NCHW into it and back at every call: DETR's
@@ -460,9 +465,8 @@ class TorchBackend:
         if not (_ONEDNN_CONV and x.ndim == 4 and x.device.type == "cpu" and (clip is None or relu or add is None)
                 and all(v.dtype == torch.float32 for v in (x, w, bias, add) if v is not None)):
             return None
-        if any(lo != hi for lo, hi in pads):
-            x, pads = _F.pad(x, [v for p in reversed(list(pads)) for v in p]), [(0, 0)] * len(pads)
-        geometry = ([p[0] for p in pads], list(strides), list(dilations), groups)
+        x, padding = _symmetric_pads(x, pads)
+        geometry = (padding, list(strides), list(dilations), groups)
         x = self._channels_last(x)
         if add is None:
             unary, scalars = ("none", []) if clip is None else ("relu", []) if relu else ("hardtanh", list(clip))

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..values import np_dtype
 from ._window import spatial_pads
+from .elementwise import clip_11
 from .nn_conv import conv_1
 from .nn_norm import instance_normalization_1
 from .registry import register
@@ -304,8 +305,8 @@ def fused_conv_1(B: Any, x: Any, w: Any, b: Any = None, z: Any = None, padding: 
     y = y if z is None else B.add(y, z)
     if bounds is None:
         return y
-    y = B.maximum(y, B.full((), bounds[0], B.dtype(y)))
-    return y if math.isinf(bounds[1]) else B.minimum(y, B.full((), bounds[1], B.dtype(y)))
+    lo, hi = (None if math.isinf(v) else B.full((), v, B.dtype(y)) for v in bounds)
+    return clip_11(B, y, lo, hi)
 
 
 def _half_bounds(bounds: list[Any], rank: int, width: int) -> bool:
