@@ -9,8 +9,10 @@ backends have one kernel for each (``B.gelu``, ``B.sdpa``). ``fuse`` finds these
 - Attention: ``MatMul(Q, K^T)`` (each operand optionally ``Mul``/``Div`` by a host scalar, K^T
   optionally a ``Transpose``) -> optional ``Mul``/``Div`` of the scores by a host scalar ->
   optional ``Add(mask)`` -> optional ``Cast`` (T5's ``softmax(scores.float())``) -> ``Softmax(axis=-1)`` ->
-  optional ``Where(IsNaN(p), 0, p)`` -> ``MatMul(., V)``
-  -> ``ai.transmuter::ScaledDotProductAttention`` (``converters/ops/fused.py``), which runs
+  optional ``Where(IsNaN(p), 0, p)`` -> optional ``Cast`` (``attn_weights.to(value.dtype)``) -> ``MatMul(., V)``
+  -> ``ai.transmuter::ScaledDotProductAttention`` (``converters/ops/fused.py``). Operands may be of rank 3, heads
+  folded into the batch, with the mask added between ``Reshape`` to (b, h, L, S) and back (transformers' bmm
+  attention: BART, Whisper, CLIP and DETR before SDPA, so the Xenova exports of those years). The node runs
   ``B.sdpa`` when the run-time shapes make it the same computation and the chain otherwise. K and V
   may each come through transformers' ``repeat_kv`` (``Unsqueeze(axis 2)`` -> ``Expand`` -> ``Reshape``, the
   grouped heads of Llama, Qwen, SmolLM copied out to one per query head): the fused node reads the
@@ -300,6 +302,39 @@ def _nan_guard(ix: _Index, probs: str) -> tuple[str, list[int]]:
     return where.output[0], [ni, wi]
 
 
+def _cast_after(ix: _Index, probs: str) -> tuple[str, int, list[int]]:
+    """A ``Cast`` that is the probabilities' one reader (``attn_weights.to(value.dtype)``): its output, its ``to``
+    and its node; or ``probs`` itself, 0 and none."""
+    ci = ix.only_reader(probs)
+    cast = ix.nodes[ci] if ci is not None else None
+    if cast is None or cast.op_type != "Cast" or normalize_domain(cast.domain) != "":
+        return probs, 0, []
+    return cast.output[0], _attr(cast, "to"), [ci]
+
+
+def _mask_between_reshapes(ix: _Index, scores: str, reader: int) -> tuple[str, int, str, str, str, list[int]] | None:
+    """Scores of rank 3 (batch x heads, L, S) viewed as 4-D for the mask and back: ``Reshape(Add(Reshape(s,
+    heads_shape), mask), rows_shape)``, both shapes computed on the host, as transformers' bmm attention (BART,
+    Whisper, CLIP and DETR before SDPA; the Xenova exports of those years) writes it. Its (scores, reader, mask,
+    heads_shape, rows_shape, nodes), or None."""
+    ri, rows = ix.node(scores, "Reshape")
+    if rows is None or len(rows.input) != 2 or _attr(rows, "allowzero", 0) or not ix.exclusive(scores, reader):
+        return None
+    ai, add = ix.node(rows.input[0], "Add")
+    if add is None or not ix.exclusive(rows.input[0], ri) or not ix.host_computable(rows.input[1]):
+        return None
+    for j in (0, 1):
+        hi, heads = ix.node(add.input[j], "Reshape")
+        if heads is None or len(heads.input) != 2 or _attr(heads, "allowzero", 0):
+            continue
+        if not ix.exclusive(add.input[j], ai) or not ix.host_computable(heads.input[1]):
+            continue
+        base, _, _, nodes = _scaled_operand(ix, heads.input[0], hi)
+        if ix.node(base, "MatMul")[1] is not None and (nodes or ix.exclusive(base, hi)):
+            return heads.input[0], hi, add.input[1 - j], heads.input[1], rows.input[1], [ri, ai, hi]
+    return None
+
+
 def _repeated_heads(ix: _Index, name: str, reader: int) -> tuple[str, list[str], list[int]]:
     """``name`` as (kv, [expand shape, reshape shape], nodes): transformers' ``repeat_kv`` of grouped key or value
     heads (``Unsqueeze`` at axis 2 -> ``Expand`` -> ``Reshape``) whose values only ``reader`` reads, or ``name``
@@ -326,18 +361,24 @@ def _match_attention(ix: _Index, i: int) -> _Match | None:
     softmax = ix.nodes[i]
     axis = next((a.i for a in softmax.attribute if a.name == "axis"), -1 if ix.opsets.get("", 1) >= 13 else 1)
     probs, guard = _nan_guard(ix, softmax.output[0])
+    probs, probs_cast, cast_after = _cast_after(ix, probs)
     oi = ix.only_reader(probs)
     out = ix.nodes[oi] if oi is not None else None
     if axis != -1 or out is None or out.op_type != "MatMul" or list(out.input).index(probs) != 0:
         return None
-    scores, reader, mask, removed = softmax.input[0], i, "", [i, oi, *guard]
+    scores, reader, mask, removed = softmax.input[0], i, "", [i, oi, *guard, *cast_after]
     ci, cast = ix.node(scores, "Cast")
     scores_cast = 0
     if cast is not None and ix.exclusive(scores, i):  # T5's softmax(scores.float())
         scores, reader, scores_cast = cast.input[0], ci, _attr(cast, "to")
         removed.append(ci)
+    folded = _mask_between_reshapes(ix, scores, reader)
+    if folded is not None:  # heads folded into the batch, unfolded for the mask: transformers' older bmm attention
+        scores, reader, mask, heads_shape, rows_shape, nodes = folded
+        removed += nodes
+    heads = [heads_shape, rows_shape] if folded is not None else []
     ai, add = ix.node(scores, "Add")
-    if add is not None and ix.exclusive(scores, reader):
+    if folded is None and add is not None and ix.exclusive(scores, reader):
         for j in (0, 1):  # the mask is the operand that is not the scores chain
             base, _, _, nodes = _scaled_operand(ix, add.input[j], ai)
             if ix.node(base, "MatMul")[1] is not None and (nodes or ix.exclusive(base, ai)):
@@ -359,7 +400,7 @@ def _match_attention(ix: _Index, i: int) -> _Match | None:
     ti, transpose = ix.node(kt, "Transpose")
     perm = next((list(a.ints) for a in transpose.attribute if a.name == "perm"), []) if transpose else []
     key_reader = nodes[0] if nodes else mi
-    if len(perm) == 4 and ix.exclusive(kt, key_reader):
+    if len(perm) in (3, 4) and ix.exclusive(kt, key_reader):
         key, key_perm, key_reader = transpose.input[0], perm, ti
         removed.append(ti)
     key, key_repeat, nodes = _repeated_heads(ix, key, key_reader)
@@ -369,11 +410,12 @@ def _match_attention(ix: _Index, i: int) -> _Match | None:
     if any(normalize_domain(ix.nodes[j].domain) != "" for j in removed):
         return None
     inputs = [query, key, value, mask, query_factor, key_factor, score_factor]
-    if any(key_repeat + value_repeat):
-        inputs += key_repeat + value_repeat
+    if any(key_repeat + value_repeat) or heads:
+        inputs += key_repeat + value_repeat + heads
     attrs = {"divide": [query_div, key_div, score_div]} | ({"key_perm": key_perm} if key_perm else {})
     attrs |= {"nan_to_zero": 1} if guard else {}
     attrs |= {"scores_cast": scores_cast} if scores_cast else {}
+    attrs |= {"probs_cast": probs_cast} if probs_cast else {}
     removed = sorted(removed)
     name = _names(ix, removed)
     node = helper.make_node(

@@ -224,10 +224,7 @@ def test_attention_with_t5s_cast_before_the_softmax():
     feeds = attention_feeds()
     feeds["mask"] = rng.standard_normal((1, H, S, S)).astype(np.float32)  # the relative position bias, per head
     check(model(t5_attention_nodes(), feeds, ["y"]), feeds, ["ScaledDotProductAttention"], tol=1e-6)
-    m = tm.load(model(t5_attention_nodes(), feeds, ["y"]), backend="torch")
-    m(feeds)
-    (exe,) = m._executables.values()
-    assert [exe.shortcuts.get(i, ("op",))[0] for i in range(len(exe.steps))] == ["kernel"]  # B.sdpa
+    assert kernel_steps(model(t5_attention_nodes(), feeds, ["y"]), feeds) == ["kernel"]  # B.sdpa
     # a cast to another dtype (float16 probabilities against float16 values): the chain, with the cast
     feeds["v"] = feeds["v"].astype(np.float16)
     proto = model(t5_attention_nodes(TensorProto.FLOAT16), feeds, ["y"])
@@ -257,12 +254,86 @@ def test_attention_not_fused_with_extra_reader():
     check(model(extra, feeds, ["y", "n"]), feeds, ["ScaledDotProductAttention"])
 
 
-def test_attention_runs_the_chain_where_sdpa_does_not_apply():
-    """Rank-3 operands (heads folded into the batch), and a mask that broadcasts the scores up."""
+def kernel_steps(proto: onnx.ModelProto, feeds: dict[str, np.ndarray], backend: str = "torch") -> list[str]:
+    """How each step of the replay runs: "kernel" where the op's ``specialise`` chose one (the fused ``B.sdpa``)."""
+    m = tm.load(proto, backend=backend)
+    m(feeds)
+    (exe,) = m._executables.values()
+    return [exe.shortcuts.get(i, ("op",))[0] for i in range(len(exe.steps))]
+
+
+def folded_heads_feeds(mask_shape=(B_, 1, 1, S)):
+    """Q, K, V of rank 3, heads folded into the batch (b * h, L, E), as transformers' bmm attention has them."""
     feeds = {n: v.reshape(B_ * H, S, D) for n, v in attention_feeds(mask=False).items()}
-    check(
-        model(attention_nodes(mask=False, perm=(0, 2, 1)), feeds, ["y"]), feeds, ["ScaledDotProductAttention"]
-    )
+    if mask_shape:
+        allowed = rng.random(mask_shape) > 0.3
+        allowed[..., 0] = True
+        feeds["mask"] = np.where(allowed, 0, np.finfo(np.float32).min).astype(np.float32)
+    return feeds
+
+
+def folded_heads_nodes(heads_shape=(B_, H, S, S), rows_shape=(-1, S, S), probs_cast=None):
+    """BART's, Whisper's, CLIP's and DETR's attention before SDPA (the Xenova exports of those years):
+    ``bmm(q, k.transpose(1, 2))`` -> ``view(b, h, L, S) + mask`` -> ``view(b * h, L, S)`` -> softmax ->
+    optional ``.to(value.dtype)`` -> ``bmm(., v)``."""
+    nodes = [
+        oh.make_node("Transpose", ["k"], ["kt"], name="kt", perm=[0, 2, 1]),
+        oh.make_node("MatMul", ["q", "kt"], ["qk"], name="qk"),
+        const("heads_shape", heads_shape, np.int64),
+        oh.make_node("Reshape", ["qk", "heads_shape"], ["qk4"], name="unfold"),
+        oh.make_node("Add", ["qk4", "mask"], ["sm4"], name="add_mask"),
+        const("rows_shape", rows_shape, np.int64),
+        oh.make_node("Reshape", ["sm4", "rows_shape"], ["sm"], name="fold"),
+        oh.make_node("Softmax", ["sm"], ["p"], name="softmax", axis=-1),
+    ]
+    if probs_cast is not None:
+        nodes += [oh.make_node("Cast", ["p"], ["pc"], name="cast", to=probs_cast)]
+    return nodes + [oh.make_node("MatMul", ["pc" if probs_cast is not None else "p", "v"], ["y"], name="pv")]
+
+
+@pytest.mark.parametrize("mask_shape", [(B_, 1, 1, S), (B_, 1, S, S), (B_, H, S, S)])
+def test_attention_with_heads_folded_into_the_batch(mask_shape):
+    feeds = folded_heads_feeds(mask_shape)
+    proto = model(folded_heads_nodes(), feeds, ["y"])
+    check(proto, feeds, ["ScaledDotProductAttention"], tol=1e-6)
+    assert kernel_steps(proto, feeds) == ["kernel"]
+    proto = model(folded_heads_nodes((-1, H, 0, S), (-1, S, 0)), feeds, ["y"])  # shapes with 0 and -1
+    check(proto, feeds, ["ScaledDotProductAttention"], tol=1e-6)
+    assert kernel_steps(proto, feeds) == ["kernel"]
+
+
+def test_attention_with_heads_folded_and_no_mask_or_a_cast_after_the_softmax():
+    """CLIP's and OWL-ViT's vision attention: no mask, ``attn_weights.to(value.dtype)`` after the softmax."""
+    feeds = folded_heads_feeds(None)
+    nodes = [n for n in folded_heads_nodes(probs_cast=TensorProto.FLOAT) if n.op_type not in ("Reshape", "Add")]
+    nodes[nodes.index(next(n for n in nodes if n.op_type == "Softmax"))].input[0] = "qk"
+    proto = model([n for n in nodes if n.op_type != "Constant"], feeds, ["y"])
+    check(proto, feeds, ["ScaledDotProductAttention"], tol=1e-6)
+    assert kernel_steps(proto, feeds) == ["kernel"]
+    # a cast to another dtype: the chain, with the cast
+    feeds["v"] = feeds["v"].astype(np.float16)
+    nodes[-2].attribute[0].i = TensorProto.FLOAT16
+    proto = model([n for n in nodes if n.op_type != "Constant"], feeds, ["y"])
+    proto.graph.output[0].type.tensor_type.elem_type = TensorProto.FLOAT16
+    check(proto, feeds, ["ScaledDotProductAttention"], tol=2e-3)
+    assert kernel_steps(proto, feeds) == ["op"]
+
+
+def test_attention_with_heads_folded_runs_the_chain_where_the_views_are_not_heads():
+    """Scores unfolded to (b, h, 1, L * S) for a mask over all of a head's scores: not a (b, h, L, S) view."""
+    feeds = folded_heads_feeds((B_, 1, 1, S * S))
+    proto = model(folded_heads_nodes((B_, H, 1, S * S)), feeds, ["y"])
+    check(proto, feeds, ["ScaledDotProductAttention"], tol=1e-6)
+    assert kernel_steps(proto, feeds) == ["op"]
+
+
+def test_attention_runs_the_chain_where_sdpa_does_not_apply():
+    """A mask that broadcasts the scores up; rank-3 operands with no reshapes around the mask take the kernel as
+    one batch of b * h heads."""
+    feeds = {n: v.reshape(B_ * H, S, D) for n, v in attention_feeds(mask=False).items()}
+    proto = model(attention_nodes(mask=False, perm=(0, 2, 1)), feeds, ["y"])
+    check(proto, feeds, ["ScaledDotProductAttention"])
+    assert kernel_steps(proto, feeds) == ["kernel"]
     feeds = attention_feeds()
     feeds["mask"] = rng.standard_normal((2, B_, H, S, S)).astype(np.float32)
     check(model(attention_nodes(), feeds, ["y"]), feeds, ["ScaledDotProductAttention"])

@@ -48,12 +48,12 @@ def _broadcasts_to(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:
     return len(shape) <= len(target) and all(d in (1, t) for d, t in zip(reversed(shape), reversed(target)))
 
 
-def _sdpa_applies(B: Any, q: Any, key: Any, v: Any, mask: Any, factors: list[Any], scores_cast: int) -> bool:
+def _sdpa_applies(B: Any, q: Any, key: Any, v: Any, mask: Any, factors: list[Any], casts: tuple[int, int]) -> bool:
     """Whether the fused kernel computes exactly the chain: (b, h, s, d) operands of one batch (or a key and value
     of batch 1 that the query's rows share, ``_shared_kv``), scalar scale factors, a same-dtype mask that broadcasts
-    to the scores, and no cast of the scores to another dtype."""
+    to the scores, and no cast of the scores or the probabilities to another dtype."""
     shapes = [B.shape(q), B.shape(key), B.shape(v)]
-    if scores_cast and np_dtype(scores_cast) != B.dtype(q):
+    if any(cast and np_dtype(cast) != B.dtype(q) for cast in casts):
         return False
     if any(len(s) != 4 for s in shapes) or any(
         f is not None and (np.size(f) != 1 or np.ndim(f) > 4) for f in factors
@@ -103,14 +103,23 @@ def _attention_kernel(
     key_shape: Any = None,
     value_expand: Any = None,
     value_shape: Any = None,
+    heads_shape: Any = None,
+    rows_shape: Any = None,
     *,
     key_perm: tuple[int, ...] = (),
     divide: tuple[int, ...] = (0, 0, 0),
     nan_to_zero: int = 0,
     scores_cast: int = 0,
+    probs_cast: int = 0,
 ) -> Any:
     """The attention as one ``B.sdpa`` call, a function of the op's inputs, where the shapes and static inputs make
     it the chain's computation (None elsewhere); decided from shapes alone, so a replay decides once."""
+    if len(B.shape(query)) == 3:
+        return _folded_heads_kernel(B, query, key, value, mask, query_factor, key_factor, score_factor, heads_shape,
+                                    rows_shape, key_perm=key_perm, divide=divide, nan_to_zero=nan_to_zero,
+                                    casts=(scores_cast, probs_cast))
+    if heads_shape is not None:
+        return None
     factors = [query_factor, key_factor, score_factor]
     perm = list(key_perm) or [0, 1, 2, 3]
     if len(B.shape(key)) != 4 or len(perm) != 4:
@@ -125,7 +134,7 @@ def _attention_kernel(
             return None
         if heads[0] != (heads[1][0] * groups.pop(),) or heads[1] != heads[2]:
             return None
-    if not _sdpa_applies(B, query, k, value, mask, factors, scores_cast):
+    if not _sdpa_applies(B, query, k, value, mask, factors, (scores_cast, probs_cast)):
         return None
     scale, keep = _scale(factors, divide), swap == [0, 1, 2, 3]
     shared = B.shape(query)[0] > 1 == B.shape(k)[0]
@@ -135,6 +144,48 @@ def _attention_kernel(
         if shared:
             return _shared_kv(B, q, k, v, scale, mask, bool(nan_to_zero))
         return B.sdpa(q, k, v, scale, mask, zero_nan=bool(nan_to_zero))
+
+    return kernel
+
+
+def _folded_heads_kernel(B: Any, query: Any, key: Any, value: Any, mask: Any, query_factor: Any, key_factor: Any,
+                         score_factor: Any, heads_shape: Any, rows_shape: Any, *, key_perm: tuple[int, ...],
+                         divide: tuple[int, ...], nan_to_zero: int, casts: tuple[int, int]) -> Any:
+    """``_attention_kernel`` for operands of rank 3, heads folded into the batch (n = b * h, L, E): viewed as (b, h, L,
+    E) where the chain unfolds the scores to (b, h, L, S) for the mask and folds them back (``heads_shape``,
+    ``rows_shape``), else as one batch of n heads, and the result folded again; None where that is not the chain."""
+    key_perm = list(key_perm)
+    if key_perm not in ([], [0, 2, 1]) or any(len(B.shape(a)) != 3 for a in (key, value)):
+        return None
+    n, length, _ = B.shape(query)
+    source = B.shape(key)[1 if key_perm else 2]
+    if heads_shape is None:
+        b, h = 1, n
+        if mask is not None and (len(B.shape(mask)) > 3 or not _broadcasts_to(B.shape(mask), (n, length, source))):
+            return None
+    else:
+        scores = (n, length, source)
+        unfolded = _reshape_target(scores, _ints(heads_shape), 0)
+        if len(unfolded) != 4 or unfolded[2:] != [length, source] or math.prod(unfolded) != math.prod(scores) \
+                or _reshape_target(tuple(unfolded), _ints(rows_shape), 0) != list(scores):
+            return None
+        b, h = unfolded[:2]
+
+    def unfold(x: Any) -> Any:
+        return B.reshape(x, (b, h, *B.shape(x)[1:]))
+
+    def unfold_mask(m: Any) -> Any:
+        return m if m is None or heads_shape is not None else B.reshape(m, (1,) * (4 - len(B.shape(m))) + B.shape(m))
+
+    inner = _attention_kernel(B, unfold(query), unfold(key), unfold(value), unfold_mask(mask), query_factor,
+                              key_factor, score_factor, key_perm=[0, 1, 3, 2] if key_perm else [], divide=divide,
+                              nan_to_zero=nan_to_zero, scores_cast=casts[0], probs_cast=casts[1])
+    if inner is None:
+        return None
+
+    def kernel(q: Any, key: Any, v: Any, mask: Any = None, *static: Any) -> Any:
+        out = inner(unfold(q), unfold(key), unfold(v), unfold_mask(mask))
+        return B.reshape(out, (n, length, B.shape(v)[2]))
 
     return kernel
 
@@ -154,7 +205,7 @@ def _shared_kv(B: Any, q: Any, k: Any, v: Any, scale: float, mask: Any, zero_nan
     return B.transpose(B.reshape(out, (h, n, m, B.shape(v)[3])), (1, 0, 2, 3))
 
 
-@register("ScaledDotProductAttention", 1, FUSED_DOMAIN, static_inputs=(4, 5, 6, 7, 8, 9, 10),
+@register("ScaledDotProductAttention", 1, FUSED_DOMAIN, static_inputs=(4, 5, 6, 7, 8, 9, 10, 11, 12),
           specialise=_attention_kernel)
 def scaled_dot_product_attention_1(
     B: Any,
@@ -169,11 +220,14 @@ def scaled_dot_product_attention_1(
     key_shape: Any = None,
     value_expand: Any = None,
     value_shape: Any = None,
+    heads_shape: Any = None,
+    rows_shape: Any = None,
     *,
     key_perm: tuple[int, ...] = (),
     divide: tuple[int, ...] = (0, 0, 0),
     nan_to_zero: int = 0,
     scores_cast: int = 0,
+    probs_cast: int = 0,
 ) -> Any:
     """``Softmax(scale(query) @ scale(Transpose(key, key_perm)) scaled + mask, -1) @ value``.
 
@@ -184,12 +238,15 @@ def scaled_dot_product_attention_1(
     ``key_expand`` and ``key_shape`` (``value_expand``, ``value_shape``): the key (value) is first repeated by
     ``Reshape(Expand(Unsqueeze(key, 2), key_expand), key_shape)``; ``B.sdpa`` reads the heads grouped instead
     where that repeat is transformers' ``repeat_kv``. ``scores_cast``: the scores are cast to this ONNX dtype before
-    the softmax (T5's ``softmax(scores.float())``; the kernel runs where that is the dtype they have).
+    the softmax (T5's ``softmax(scores.float())``; the kernel runs where that is the dtype they have), and
+    ``probs_cast`` the probabilities after it (``attn_weights.to(value.dtype)``). ``heads_shape`` and
+    ``rows_shape``: the scores are reshaped to the first for the mask and back to the second (rank-3 operands,
+    heads folded into the batch, as transformers' bmm attention writes them).
     """
     inputs = (query, key, value, mask, query_factor, key_factor, score_factor, key_expand, key_shape, value_expand,
-              value_shape)
+              value_shape, heads_shape, rows_shape)
     kernel = _attention_kernel(B, *inputs, key_perm=key_perm, divide=divide, nan_to_zero=nan_to_zero,
-                               scores_cast=scores_cast)
+                               scores_cast=scores_cast, probs_cast=probs_cast)
     if kernel is not None:
         return kernel(*inputs)
     key = _repeat_heads(B, key, key_expand, key_shape)
@@ -197,10 +254,15 @@ def scaled_dot_product_attention_1(
     kt = B.transpose(key, list(key_perm)) if key_perm else key
     scores = B.matmul(_scaled(B, query, query_factor, divide[0]), _scaled(B, kt, key_factor, divide[1]))
     scores = _scaled(B, scores, score_factor, divide[2])
+    if heads_shape is not None:
+        scores = reshape_14(B, scores, heads_shape)
     if mask is not None:
         scores = B.add(scores, mask)
+    if rows_shape is not None:
+        scores = reshape_14(B, scores, rows_shape)
     probs = B.softmax(B.astype(scores, np_dtype(scores_cast)) if scores_cast else scores, -1)
-    return B.matmul(_zero_nan(B, probs) if nan_to_zero else probs, value)
+    probs = _zero_nan(B, probs) if nan_to_zero else probs
+    return B.matmul(B.astype(probs, np_dtype(probs_cast)) if probs_cast else probs, value)
 
 
 def _zero_nan(B: Any, x: Any) -> Any:
