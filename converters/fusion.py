@@ -6,6 +6,10 @@ backends have one kernel for each (``B.gelu``, ``B.sdpa``). ``fuse`` finds these
 - GELU, erf form (torch's and optimum's): ``Div(x, sqrt 2)`` or ``Mul(x, 1/sqrt 2)`` -> ``Erf`` ->
   ``Add(1)`` -> ``Mul(x)`` -> ``Mul(0.5)`` (or ``Mul(Mul(x, 0.5), .)``), operands in either order,
   constants equal to the named values in their own dtype -> ``com.microsoft::Gelu``.
+- GELU, tanh form (GPT-2's ``gelu_new``; SigLIP's and Gemma's ``gelu(approximate="tanh")``): ``Pow(x, 3)`` or
+  ``x * x * x`` -> ``Mul(0.044715)`` -> ``Add(x)`` -> ``Mul(sqrt(2 / pi))`` -> ``Tanh`` -> the erf form's end ->
+  ``com.microsoft::FastGelu``, which runs ``B.gelu(x, "tanh")`` (torch's ``gelu(approximate="tanh")``: one pass
+  for eight).
 - Attention: ``MatMul(Q, K^T)`` (each operand optionally ``Mul``/``Div`` by a host scalar, K^T
   optionally a ``Transpose``) -> optional ``Mul``/``Div`` of the scores by a host scalar ->
   optional ``Add(mask)`` -> optional ``Cast`` (T5's ``softmax(scores.float())``) -> ``Softmax(axis=-1)`` ->
@@ -233,39 +237,94 @@ def _match_gelu(ix: _Index, i: int) -> _Match | None:
     if d.op_type == "Div":
         x = d.input[0] if ix.is_const(d.input[1], math.sqrt(2)) else None
     else:
-        x = next((d.input[1 - j] for j in (0, 1) if ix.is_const(d.input[j], 1 / math.sqrt(2))), None)
-    ai = ix.only_reader(erf.output[0])
-    if x is None or ai is None:
+        x = _times(ix, d, 1 / math.sqrt(2))
+    outer = _gelu_outer(ix, erf.output[0], x) if x is not None else None
+    if outer is None:
         return None
-    add = ix.nodes[ai]
-    if add.op_type != "Add" or not ix.is_const(_other(add, erf.output[0]) or "", 1.0):
+    removed = [di, i, *outer]
+    if any(normalize_domain(ix.nodes[j].domain) != "" for j in removed):
+        return None
+    return _Match(removed, helper.make_node("Gelu", [x], [ix.nodes[removed[-1]].output[0]], _names(ix, removed),
+                                            domain=MS_DOMAIN))
+
+
+def _match_gelu_tanh(ix: _Index, i: int) -> _Match | None:
+    """GELU's tanh approximation (GPT-2's ``gelu_new``, torch's ``gelu(approximate="tanh")`` of SigLIP and Gemma):
+    ``Tanh(Mul(sqrt(2 / pi), Add(x, Mul(0.044715, x^3))))`` with x^3 a ``Pow(x, 3)`` or ``x * x * x``, then GELU's
+    end as the erf form has it -> ``com.microsoft::FastGelu``."""
+    tanh = ix.nodes[i]
+    mi, m = ix.node(tanh.input[0], "Mul")
+    inner = _times(ix, m, math.sqrt(2 / math.pi)) if m is not None and ix.exclusive(tanh.input[0], i) else None
+    ai, add = ix.node(inner, "Add") if inner is not None else (None, None)
+    if add is None or not ix.exclusive(inner, mi) or len(add.input) != 2:
+        return None
+    for x, cubic in (add.input, reversed(add.input)):
+        ki, k = ix.node(cubic, "Mul")
+        cube = _times(ix, k, 0.044715) if k is not None and ix.exclusive(cubic, ai) else None
+        powers = _cube_nodes(ix, cube, ki, x) if cube is not None else None
+        if powers is not None:
+            break
+    else:
+        return None
+    outer = _gelu_outer(ix, tanh.output[0], x)
+    if outer is None:
+        return None
+    removed = [*powers, ki, ai, mi, i, *outer]
+    if any(normalize_domain(ix.nodes[j].domain) != "" for j in removed):
+        return None
+    return _Match(removed, helper.make_node("FastGelu", [x], [ix.nodes[removed[-1]].output[0]], _names(ix, removed),
+                                            domain=MS_DOMAIN))
+
+
+def _times(ix: _Index, mul: onnx.NodeProto, value: float) -> str | None:
+    """The other operand of a two-input ``Mul`` one of whose operands is a float constant equal to ``value`` (to
+    float32's precision: exporters round the same number from different formulas)."""
+    for j in (0, 1):
+        c = ix.const(mul.input[j]) if len(mul.input) == 2 else None
+        if c is not None and c.dtype.kind == "f" and np.isclose(float(c.reshape(-1)[0]), value, rtol=2e-7, atol=0):
+            return mul.input[1 - j]
+    return None
+
+
+def _cube_nodes(ix: _Index, name: str, reader: int, x: str) -> list[int] | None:
+    """The nodes that make ``name`` the cube of ``x`` (``Pow(x, 3)``, ``Mul(x, Mul(x, x))`` or ``Mul(Mul(x, x), x)``),
+    each read only by the next, ``reader`` last; or None."""
+    i, n = ix.node(name, "Pow", "Mul")
+    if n is None or not ix.exclusive(name, reader) or len(n.input) != 2:
+        return None
+    if n.op_type == "Pow":
+        exponent = ix.const(n.input[1])
+        return [i] if n.input[0] == x and exponent is not None and float(exponent.reshape(-1)[0]) == 3.0 else None
+    square = _other(n, x)
+    j, sq = ix.node(square, "Mul") if square is not None else (None, None)
+    if sq is None or list(sq.input) != [x, x] or not ix.exclusive(square, i):
+        return None
+    return [j, i]
+
+
+def _gelu_outer(ix: _Index, t: str, x: str) -> list[int] | None:
+    """GELU's end after ``t`` (erf's or tanh's output), as exporters write ``x / 2 * (1 + t)``: ``Add(1)`` ->
+    ``Mul(x)`` -> ``Mul(0.5)``, or ``Add(1)`` -> ``Mul(Mul(x, 0.5), .)``; operands in either order. Its nodes, the one
+    that writes the result last; or None."""
+    ai = ix.only_reader(t)
+    add = ix.nodes[ai] if ai is not None else None
+    if add is None or add.op_type != "Add" or not ix.is_const(_other(add, t) or "", 1.0):
         return None
     mi = ix.only_reader(add.output[0])
     m = ix.nodes[mi] if mi is not None else None
-    if m is None or m.op_type != "Mul" or _other(m, add.output[0]) is None:
+    other = _other(m, add.output[0]) if m is not None and m.op_type == "Mul" else None
+    if other is None:
         return None
-    other = _other(m, add.output[0])
-    if other == x:  # (x * (1 + erf)) * 0.5
+    if other == x:  # (x * (1 + t)) * 0.5
         li = ix.only_reader(m.output[0])
         last = ix.nodes[li] if li is not None else None
         if last is None or last.op_type != "Mul" or not ix.is_const(_other(last, m.output[0]) or "", 0.5):
             return None
-        removed = [di, i, ai, mi, li]
-    else:  # (x * 0.5) * (1 + erf)
-        hi, h = ix.node(other, "Mul")
-        if (
-            h is None
-            or not ix.exclusive(other, mi)
-            or _other(h, x) is None
-            or not ix.is_const(_other(h, x), 0.5)
-        ):
-            return None
-        removed, last = [di, i, ai, hi, mi], m
-    if any(normalize_domain(ix.nodes[j].domain) != "" for j in removed):
+        return [ai, mi, li]
+    hi, h = ix.node(other, "Mul")  # (x * 0.5) * (1 + t)
+    if h is None or not ix.exclusive(other, mi) or _other(h, x) is None or not ix.is_const(_other(h, x), 0.5):
         return None
-    return _Match(
-        removed, helper.make_node("Gelu", [x], [last.output[0]], _names(ix, removed), domain=MS_DOMAIN)
-    )
+    return [ai, hi, mi]
 
 
 def _scaled_operand(ix: _Index, name: str, reader: int) -> tuple[str, str, int, list[int]]:
@@ -710,6 +769,7 @@ def _match_silu(ix: _Index, i: int) -> _Match | None:
 
 _PATTERNS = (
     ("Erf", _match_gelu, MS_DOMAIN),
+    ("Tanh", _match_gelu_tanh, MS_DOMAIN),
     ("Sigmoid", _match_silu, FUSED_DOMAIN),
     ("Softmax", _match_attention, FUSED_DOMAIN),
     ("MatMul", _match_linear, FUSED_DOMAIN),

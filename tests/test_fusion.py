@@ -23,7 +23,7 @@ from transmuter_mlx.converters.ops.quantized_matmul import weight_chunks
 ort = pytest.importorskip("onnxruntime")
 
 BACKENDS = ("mlx", "torch")
-FUSED = {"Gelu": "com.microsoft", "ScaledDotProductAttention": "ai.transmuter", "MatMulAdd": "ai.transmuter",
+FUSED = {"Gelu": "com.microsoft", "FastGelu": "com.microsoft", "ScaledDotProductAttention": "ai.transmuter", "MatMulAdd": "ai.transmuter",
          "RMSNorm": "ai.transmuter", "RotateHalfEmbedding": "ai.transmuter", "Silu": "ai.transmuter",
          "IntegerLinear": "ai.transmuter", "GroupNorm": "ai.transmuter", "FusedConv": "ai.transmuter"}
 rng = np.random.default_rng(0)
@@ -111,6 +111,65 @@ def test_gelu_not_fused_with_extra_reader_or_other_constant():
     check(model(extra, feeds, ["y", "n"]), feeds, [])
     check(model(gelu_nodes(), feeds, ["y", "a"]), feeds, [])  # an intermediate is a graph output
     check(model(gelu_nodes(sqrt2=1.5), feeds, ["y"]), feeds, [])  # not GELU's constant
+
+
+def gelu_tanh_nodes(cube="pow", half_first=True, swap=False, kappa=0.044715):
+    """GELU's tanh form: x^3 (``Pow(x, 3)`` or ``x * (x * x)``) -> Mul(0.044715) -> Add(x) -> Mul(sqrt(2 / pi)) ->
+    Tanh -> Add(1) -> GELU's end; GPT-2's ``gelu_new`` is ``cube="pow", half_first=True``, torch's
+    ``gelu(approximate="tanh")`` (SigLIP, Gemma) ``cube="mul", half_first=False``."""
+    pair = (lambda a, b: [b, a]) if swap else (lambda a, b: [a, b])
+    if cube == "pow":
+        nodes = [const("three", 3.0), oh.make_node("Pow", ["x", "three"], ["x3"], name="pow")]
+    else:
+        nodes = [oh.make_node("Mul", ["x", "x"], ["x2"], name="square"),
+                 oh.make_node("Mul", pair("x", "x2"), ["x3"], name="cube")]
+    nodes += [
+        const("kappa", kappa), oh.make_node("Mul", pair("x3", "kappa"), ["k"], name="mul_kappa"),
+        oh.make_node("Add", pair("x", "k"), ["inner"], name="add_inner"),
+        const("beta", math.sqrt(2 / math.pi)), oh.make_node("Mul", pair("beta", "inner"), ["t_in"], name="mul_beta"),
+        oh.make_node("Tanh", ["t_in"], ["t"], name="tanh"),
+        const("one", 1.0), oh.make_node("Add", pair("t", "one"), ["a"], name="add"),
+        const("half", 0.5),
+    ]
+    if half_first:
+        return nodes + [oh.make_node("Mul", pair("x", "half"), ["h"], name="mul_half"),
+                        oh.make_node("Mul", pair("h", "a"), ["y"], name="mul")]
+    return nodes + [oh.make_node("Mul", pair("x", "a"), ["m"], name="mul"),
+                    oh.make_node("Mul", pair("half", "m"), ["y"], name="mul_half")]
+
+
+@pytest.mark.parametrize("cube", ["pow", "mul"])
+@pytest.mark.parametrize("half_first", [False, True])
+@pytest.mark.parametrize("swap", [False, True])
+def test_gelu_tanh_fused(cube, half_first, swap):
+    feeds = {"x": (rng.standard_normal((2, 8, 16)) * 3).astype(np.float32)}
+    proto = model(gelu_tanh_nodes(cube, half_first, swap), feeds, ["y"])
+    check(proto, feeds, ["FastGelu"])
+    assert kernel_steps(proto, feeds) == ["kernel"]  # torch's gelu(approximate="tanh")
+
+
+def test_gelu_tanh_not_fused_with_extra_reader_or_other_constant():
+    feeds = {"x": rng.standard_normal((4, 16)).astype(np.float32)}
+    check(model(gelu_tanh_nodes() + [oh.make_node("Neg", ["inner"], ["n"], name="neg")], feeds, ["y", "n"]), feeds, [])
+    check(model(gelu_tanh_nodes(cube="mul"), feeds, ["y", "x2"]), feeds, [])  # the square is a graph output
+    check(model(gelu_tanh_nodes(kappa=0.05), feeds, ["y"]), feeds, [])  # not GELU's constant
+
+
+@pytest.mark.parametrize("backend", ["mlx", "torch", "numpy"])
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_backend_op(backend, approximate):
+    """``B.gelu`` on float32 against the float64 formulas, within 2e-6 relative and 1e-6 absolute (torch's vectorised
+    erf is 2.6e-7 off near x = -3.5, where GELU is -1e-3)."""
+    x = np.linspace(-8, 8, 4001).astype(np.float32)
+    B = get_backend(backend)
+    got = np.asarray(B.to_numpy(B.gelu(B.asarray(x), approximate)))
+    x64 = x.astype(np.float64)
+    if approximate == "tanh":
+        want = x64 / 2 * (1 + np.tanh(math.sqrt(2 / math.pi) * (x64 + 0.044715 * x64**3)))
+    else:
+        want = x64 / 2 * (1 + np.vectorize(math.erf)(x64 / math.sqrt(2)))
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-6)
 
 
 # -- attention ----------------------------------------------------------------------------------

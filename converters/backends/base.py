@@ -177,8 +177,9 @@ class Backend(Protocol):
         the rotary embedding as transformers' ``rotate_half`` writes it, in that order of operations."""
         ...
 
-    def gelu(self, x: Array) -> Array:
-        """The exact (erf) GELU ``x / 2 * (1 + erf(x / sqrt(2)))``, in ``x``'s dtype."""
+    def gelu(self, x: Array, approximate: str = "none") -> Array:
+        """The exact (erf) GELU ``x / 2 * (1 + erf(x / sqrt(2)))``, or with ``approximate="tanh"`` its tanh form
+        ``x / 2 * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3)))``, in ``x``'s dtype."""
         ...
 
     def silu(self, x: Array) -> Array:

@@ -36,6 +36,7 @@ _NATIVE.pop("fmod")
 # on the CPU device these come from mlx_fastmath (the wheel's own are scalar libm-bound loops)
 _FAST = ("exp", "erf", "tanh", "sigmoid")
 _SQRT1_2 = 0.7071067811865476
+_SQRT_2_PI = 0.7978845608028654  # sqrt(2 / pi), the tanh GELU's factor
 for _name in _FAST:
     _NATIVE.pop(_name)
 
@@ -377,7 +378,9 @@ class MlxBackend:
     def silu(self, x: mx.array) -> mx.array:
         return x * self.sigmoid(x)  # fastmath's on the CPU (the wheel's mx.sigmoid is scalar); a compiled replay fuses
 
-    def gelu(self, x: mx.array) -> mx.array:
+    def gelu(self, x: mx.array, approximate: str = "none") -> mx.array:
+        if approximate == "tanh":
+            return x * (1 + self.tanh(_SQRT_2_PI * (x + 0.044715 * x * x * x))) / 2
         if fastmath.applies(x):
             return fastmath.gelu(x)
         return x * (1 + mx.erf(x * _SQRT1_2)) / 2

@@ -76,7 +76,9 @@ class NumpyBackend:
     def erf(self, x: np.ndarray) -> np.ndarray:
         return _erf(x).astype(x.dtype)
 
-    def gelu(self, x: np.ndarray) -> np.ndarray:
+    def gelu(self, x: np.ndarray, approximate: str = "none") -> np.ndarray:
+        if approximate == "tanh":
+            return (x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3))) / 2).astype(x.dtype)
         return (x * (1 + _erf(x / math.sqrt(2))) / 2).astype(x.dtype)
 
     def sigmoid(self, x: np.ndarray) -> np.ndarray:

@@ -487,8 +487,8 @@ class TorchBackend:
         with torch.inference_mode():
             return threefry.gumbel(self, self._t(keys).long(), count)
 
-    def gelu(self, x: torch.Tensor) -> torch.Tensor:
-        return _F.gelu(x, approximate="none")
+    def gelu(self, x: torch.Tensor, approximate: str = "none") -> torch.Tensor:
+        return _F.gelu(x, approximate=approximate)
 
     def silu(self, x: torch.Tensor) -> torch.Tensor:
         return _F.silu(x)  # one pass (x * sigmoid(x) is two, and torch's CPU sigmoid alone costs 5x its silu)

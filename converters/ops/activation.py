@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -101,22 +100,19 @@ def softsign_1(B: Any, x: Any) -> Any:
 
 
 def gelu_kernel(B: Any, x: Any, *, approximate: str = "none") -> Any:
-    """``B.gelu`` itself for the exact GELU of a float32/float64 input (a half one computes in float32), else None."""
-    return B.gelu if approximate == "none" and B.dtype(x) not in _HALF else None
+    """``B.gelu`` itself for the GELU of a float32/float64 input, exact or tanh (a half one computes in float32),
+    else None."""
+    if B.dtype(x) in _HALF or approximate not in ("none", "tanh"):
+        return None
+    return B.gelu if approximate == "none" else functools.partial(B.gelu, approximate="tanh")
 
 
 @register("Gelu", 20, specialise=gelu_kernel)
 @_in_float32
 def gelu_20(B: Any, x: Any, *, approximate: str = "none") -> Any:
-    if approximate == "none":
-        return B.gelu(x)
-    half_x = B.multiply(_c(B, 0.5, x), x)
-    if approximate == "tanh":
-        inner = B.add(x, B.multiply(_c(B, 0.044715, x), B.multiply(x, B.multiply(x, x))))
-        t = B.tanh(B.multiply(_c(B, math.sqrt(2 / math.pi), x), inner))
-    else:
+    if approximate not in ("none", "tanh"):
         raise ValueError(f"Gelu approximate must be 'none' or 'tanh', got {approximate!r}")
-    return B.multiply(half_x, B.add(_c(B, 1, x), t))
+    return B.gelu(x, approximate)
 
 
 @register("Mish", 18)

@@ -6,7 +6,6 @@ computed in float32 for half-precision inputs, as onnxruntime does.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -106,12 +105,14 @@ def _gelu_erf(B: Any, x: Any) -> Any:
 
 
 def _gelu_tanh(B: Any, x: Any) -> Any:
+    """GELU's tanh approximation (the backend's fused kernel), in float32 for half types."""
     x, dtype = _upcast(B, x)
-    inner = B.multiply(
-        B.add(x, B.multiply(B.multiply(B.multiply(x, x), x), 0.044715)), math.sqrt(2 / math.pi)
-    )
-    y = B.multiply(B.multiply(x, 0.5), B.add(B.tanh(inner), 1.0))
-    return B.astype(y, dtype)
+    return B.astype(B.gelu(x, "tanh"), dtype)
+
+
+def _fast_gelu_kernel(B: Any, x: Any, bias: Any = None) -> Any:
+    """``B.gelu(x, "tanh")`` itself where there is no bias and ``x`` is float32/float64, else None."""
+    return gelu_kernel(B, x, approximate="tanh") if bias is None else None
 
 
 @register("Gelu", 1, MS_DOMAIN, specialise=gelu_kernel)
@@ -124,7 +125,7 @@ def bias_gelu_1(B: Any, a: Any, bias: Any) -> Any:
     return _gelu_erf(B, B.add(a, bias))
 
 
-@register("FastGelu", 1, MS_DOMAIN)
+@register("FastGelu", 1, MS_DOMAIN, specialise=_fast_gelu_kernel)
 def fast_gelu_1(B: Any, x: Any, bias: Any = None) -> Any:
     """The tanh approximation of GELU, after an optional bias."""
     return _gelu_tanh(B, x if bias is None else B.add(x, bias))
