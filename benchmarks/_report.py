@@ -98,9 +98,9 @@ def interleaved_passes(engines: Iterable[str], make: Callable[[str], Callable[[]
                        verbose: bool, agree: Callable[[Any, Any], Any] | None = None) -> dict[str, dict]:
     """Each engine's cell: ``make(kind)`` gives its runner, called once to warm up (plans every shape), then ``runs``
     timed passes of every engine in turn (each round from the next engine on), so that other jobs on a shared
-    machine slow them alike. A cell holds the median ``seconds``, ``output_equals_transformers`` (None without a
-    transformers engine; with ``agree``, that function of transformers' output and the engine's instead of ``==``)
-    and ``vs_onnxruntime`` / ``vs_transformers`` (above 1: faster), or ``error`` for an engine that failed."""
+    machine slow them alike; the cells are ``engine_cells``. For passes of seconds: one engine's worker threads still
+    spin for tens of milliseconds after its call and slow the next engine's start (a 14 ms MobileNetV2 call on torch
+    took 27 ms right after onnxruntime's), so a short call wants a process to itself (``model_sweep.py``)."""
     engines = list(engines)
     runners, outputs, times, errors = {}, {}, {e: [] for e in engines}, {}
     for kind in engines:
@@ -124,11 +124,19 @@ def interleaved_passes(engines: Iterable[str], make: Callable[[str], Callable[[]
                 errors[kind] = error_cell(e, verbose)
                 continue
             times[kind].append(time.perf_counter() - t0)
+    medians = {kind: statistics.median(times[kind]) for kind in engines if kind not in errors}
+    return engine_cells(engines, medians, outputs, errors, agree)
+
+
+def engine_cells(engines: Iterable[str], medians: Mapping[str, float], outputs: Mapping[str, Any],
+                 errors: Mapping[str, str], agree: Callable[[Any, Any], Any] | None = None) -> dict[str, dict]:
+    """Each engine's cell from its median ``seconds`` and last output: ``output_equals_transformers`` (None without a
+    transformers engine; with ``agree``, that function of transformers' output and the engine's instead of ``==``)
+    and ``vs_onnxruntime`` / ``vs_transformers`` (above 1: faster), or ``error`` for an engine that failed."""
     cells: dict[str, dict] = {}
     compare = agree or (lambda ref, got: ref == got)
     # ratios of the unrounded medians: a tiny test model's call can take less than the half millisecond that
     # rounding to 3 decimals keeps (a division by zero in CI once mlx ran the tiny SegFormer faster)
-    medians = {kind: statistics.median(times[kind]) for kind in engines if kind not in errors}
     for kind in engines:
         if kind in errors:
             cells[kind] = {"error": errors[kind]}

@@ -19,12 +19,13 @@ checkpoint's usual size:
 - ``mobilenet-v2``: ``MobileNetV2ForImageClassification`` of google/mobilenet_v2_1.0_224's shapes (1001 labels, its
   TensorFlow "same" padding as ``Pad`` nodes), 224 x 224.
 
-Engines, side by side in one process, each on the same feeds: ours ``load(onnx, backend="mlx"|"torch")``;
-onnxruntime (CPU provider, default threads); PyTorch eager (the transformers model in ``inference_mode``, the
-"transformers" engine). Each cell is the median of ``--runs`` interleaved calls after a warm-up (each round from
-the next engine on), with the
-ratios to onnxruntime and to PyTorch, and the first output's max abs difference to PyTorch's relative to its
-largest value.
+Engines, each on the same feeds: ours ``load(onnx, backend="mlx"|"torch")``; onnxruntime (CPU provider, default
+threads); PyTorch eager (the transformers model in ``inference_mode``, the "transformers" engine). Each engine runs
+in a process of its own (onnxruntime's worker threads spin for tens of milliseconds after a call, and so do PyTorch's
+OpenMP threads: in one process, engines called in turn slowed each other, a 14 ms MobileNetV2 call on torch to
+27 ms), ``--rounds`` times in turn; a cell is the best round's median of at least ``--runs`` calls and a second of
+them, after two warm-up calls, with the ratios to onnxruntime and to PyTorch, and the first output's max abs
+difference to PyTorch's relative to its largest value.
 
     python benchmarks/model_sweep.py                          # table, and benchmarks/results/model-sweep.md
     python benchmarks/model_sweep.py --models wav2vec2-base --engines torch,transformers --output ''
@@ -32,11 +33,15 @@ largest value.
 
 from __future__ import annotations
 
-import functools
+import argparse
 import hashlib
 import importlib.metadata
 import os
+import statistics
+import subprocess
 import sys
+import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,9 +55,10 @@ import numpy as np  # noqa: E402
 
 import transmuter_mlx  # noqa: E402, F401  (first: it sets up the BLAS before mlx.core loads)
 from benchmarks._report import (  # noqa: E402
+    engine_cells,
     engines_arguments,
     environment,
-    interleaved_passes,
+    error_cell,
     publish,
     relative_difference,
 )
@@ -107,6 +113,12 @@ def _noise(shape: tuple[int, ...]) -> np.ndarray:
     return np.random.default_rng(0).standard_normal(shape).astype(np.float32)
 
 
+def _export_source() -> str:
+    """The source an export depends on: the families' definitions and ``build`` (not the timing code below it)."""
+    text = Path(__file__).read_text()
+    return text[text.index("FAMILIES = {"):text.index("def runner(")]
+
+
 def build(name: str) -> tuple[Any, Path, dict[str, np.ndarray]]:
     """The family's PyTorch model (seeded), its ONNX file (exported once, cached by this file's and the packages'
     versions) and its feeds."""
@@ -120,7 +132,7 @@ def build(name: str) -> tuple[Any, Path, dict[str, np.ndarray]]:
     torch.manual_seed(0)
     model = family.model(transformers).eval()
     feeds = {k: _noise(shape) for k, shape in family.inputs.items()}
-    key = hashlib.sha256(Path(__file__).read_bytes())
+    key = hashlib.sha256(_export_source().encode())
     key.update(" ".join([name, *(f"{p}={importlib.metadata.version(p)}" for p in PACKAGES)]).encode())
     folder = CACHE / f"{name}-{key.hexdigest()[:12]}"
     path = folder / "model.onnx"
@@ -161,13 +173,57 @@ def runner(kind: str, model: Any, path: Path, feeds: dict[str, np.ndarray]) -> C
     return lambda: np.asarray(engine.backend.to_numpy(engine(feeds)[first]))
 
 
-def measure(names: list[str], engines: list[str], runs: int, verbose: bool) -> dict:
-    results: dict[str, Any] = {"models": {}, "environment": environment(["mlx", "torch", "onnxruntime", "transformers"])}
+def engine_median(name: str, kind: str, runs: int, min_s: float = 1.0) -> tuple[float, np.ndarray]:
+    """One engine on one family in this process: the median seconds of at least ``runs`` calls and ``min_s`` seconds
+    of them (a 5 ms call timed 6 times is noise), after two warm-up calls (the first plans the signature, the second
+    writes its replay), and its output."""
+    model, path, feeds = build(name)
+    run = runner(kind, model, path, feeds)
+    out = run()
+    run()
+    times: list[float] = []
+    while len(times) < runs or sum(times) < min_s:
+        t0 = time.perf_counter()
+        out = run()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), out
+
+
+def _in_worker(name: str, kind: str, runs: int, folder: Path) -> tuple[float, np.ndarray]:
+    """``engine_median`` in a process of its own (``--worker``): its output comes back through ``folder``."""
+    out = folder / f"{kind}.npy"
+    cmd = [sys.executable, __file__, "--worker", name, kind, "--runs", str(runs), "--worker-output", str(out)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=7200)
+    if done.returncode != 0:
+        raise RuntimeError(f"worker exited {done.returncode}: {done.stderr.strip().splitlines()[-1:]}")
+    return float(done.stdout.strip().splitlines()[-1]), np.load(out)
+
+
+def measure(names: list[str], engines: list[str], runs: int, verbose: bool, rounds: int = 2,
+            isolated: bool = True) -> dict:
+    """Each family's cells (``engine_cells``): every engine in a process of its own (``isolated``; the worker threads
+    of onnxruntime and of PyTorch's OpenMP spin for tens of milliseconds after a call, and in one process they
+    doubled a MobileNetV2 call on torch), ``rounds`` times in turn, each cell its best round's median."""
+    results: dict[str, Any] = {"models": {}, "environment": environment(["mlx", "torch", "onnxruntime", "transformers"]),
+                               "runs": runs, "rounds": rounds}
     for name in names:
-        model, path, feeds = build(name)
-        results["models"][name] = interleaved_passes(
-            engines, functools.partial(runner, model=model, path=path, feeds=feeds), runs, verbose,
-            agree=relative_difference)
+        build(name)  # the export, once, before any worker
+        medians: dict[str, float] = {}
+        outputs: dict[str, np.ndarray] = {}
+        errors: dict[str, str] = {}
+        with tempfile.TemporaryDirectory() as tmp:
+            for _ in range(rounds):
+                for kind in engines:
+                    if kind in errors:
+                        continue
+                    try:
+                        seconds, outputs[kind] = (_in_worker(name, kind, runs, Path(tmp)) if isolated
+                                                  else engine_median(name, kind, runs))
+                    except Exception as e:  # noqa: BLE001 - one engine's failure leaves the others' numbers
+                        errors[kind] = error_cell(e, verbose)
+                        continue
+                    medians[kind] = min(seconds, medians.get(kind, seconds))
+        results["models"][name] = engine_cells(engines, medians, outputs, errors, agree=relative_difference)
         print(f"  {name} done", file=sys.stderr, flush=True)
     return results
 
@@ -175,9 +231,10 @@ def measure(names: list[str], engines: list[str], runs: int, verbose: bool) -> d
 def markdown(results: dict) -> str:
     env = results["environment"]
     lines = ["# Model families at real shapes, the model alone", "",
-             "Milliseconds a call (median of interleaved calls after a warm-up), ratio to onnxruntime (ort) and to "
-             "PyTorch eager (pt); the first output's max abs difference to PyTorch's, relative to its largest "
-             "value. `benchmarks/model_sweep.py`.", "",
+             f"Milliseconds a call (each engine in a process of its own: the best of {results.get('rounds', 1)} rounds' "
+             f"medians of at least {results.get('runs', '?')} calls and 1 s of them, after two warm-up calls), ratio to "
+             "onnxruntime (ort) and to PyTorch eager (pt); the first output's max abs difference to PyTorch's, "
+             "relative to its largest value. `benchmarks/model_sweep.py`.", "",
              f"Machine: {env['machine']} ({env['cpu']}), {env['cpus']} CPUs (load average {env['load_average_1min']} "
              f"at start), Python {env['python']}; mlx {env.get('mlx')}, torch {env.get('torch')}, onnxruntime "
              f"{env.get('onnxruntime')}, transformers {env.get('transformers')}.", ""]
@@ -202,9 +259,18 @@ def markdown(results: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = engines_arguments(__doc__, ROOT / "benchmarks" / "results" / "model-sweep.md")
     parser.add_argument("--models", default=",".join(FAMILIES), help=f"a comma-separated subset of {','.join(FAMILIES)}")
+    parser.add_argument("--rounds", type=int, default=2, help="every engine's process this many times in turn")
+    parser.add_argument("--worker", nargs=2, metavar=("MODEL", "ENGINE"), help=argparse.SUPPRESS)
+    parser.add_argument("--worker-output", help=argparse.SUPPRESS)
+    parser.set_defaults(runs=6)
     args = parser.parse_args(argv)
+    if args.worker:
+        seconds, out = engine_median(*args.worker, args.runs)
+        np.save(args.worker_output, out)
+        print(seconds)
+        return 0
     results = measure([m for m in args.models.split(",") if m], [e for e in args.engines.split(",") if e],
-                      args.runs, args.verbose)
+                      args.runs, args.verbose, args.rounds)
     return publish(results, markdown(results), args)
 
 

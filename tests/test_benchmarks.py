@@ -73,10 +73,18 @@ def test_model_sweep_engines_agree_with_pytorch(monkeypatch, tmp_path):
         decoder_hidden_size=16, num_labels=3)), {"pixel_values": (1, 3, 64, 64)})
     monkeypatch.setattr(model_sweep, "CACHE", tmp_path)
     monkeypatch.setitem(model_sweep.FAMILIES, "tiny-segformer", tiny)
-    cells = model_sweep.measure(["tiny-segformer"], list(ENGINES), 1, False)["models"]["tiny-segformer"]
+    # the engines in this process (a worker process would not see the monkeypatched family)
+    cells = model_sweep.measure(["tiny-segformer"], list(ENGINES), 1, False, rounds=1,
+                                isolated=False)["models"]["tiny-segformer"]
     for kind in ENGINES:
         assert "seconds" in cells[kind], cells[kind]
         # its resizes and attention: float32 rounding of the same computation (1e-5 of the largest logit)
         assert cells[kind]["output_equals_transformers"] < 1e-5, (kind, cells[kind])
     assert "| tiny-segformer |" in model_sweep.markdown({"models": {"tiny-segformer": cells},
                                                           "environment": model_sweep.environment([])})
+    # what a worker process hands back: its median seconds on stdout, its output in the named file
+    out = tmp_path / "torch.npy"
+    assert model_sweep.main(["--worker", "tiny-segformer", "torch", "--runs", "1", "--worker-output", str(out)]) == 0
+    model, path, feeds = model_sweep.build("tiny-segformer")
+    want = model_sweep.runner("transformers", model, path, feeds)()
+    assert model_sweep.relative_difference(want, np.load(out)) < 1e-5
