@@ -34,6 +34,8 @@ from .replay import StraightLine, straight_line
 from .values import attribute_value, is_host, sparse_to_numpy, tensor_to_numpy
 
 _VIEW_OPS = frozenset({"Reshape", "Squeeze", "Unsqueeze", "Flatten"})  # of initializers: folded to initializers
+_CONV_WEIGHT_READS = {(DEFAULT_DOMAIN, "Conv"), (FUSED_DOMAIN, "FusedConv")}
+_CONV_WEIGHT_READS_AT = {(domain, op_type, 1) for domain, op_type in _CONV_WEIGHT_READS}  # a convolution's weight
 
 
 @dataclass(frozen=True)
@@ -127,16 +129,21 @@ class Program:
         """Hold each large initializer once: its device copy is made now (every signature reads it)
         and the host value becomes a view of that copy, where the device memory is the host's
         (``B.host_view``: mlx, torch on the CPU). Elsewhere (CUDA) both copies stay."""
-        host_only, weights = self._read_on_host_only(), self._matmul_weights()
+        host_only, weights, filters = self._read_on_host_only(), self._matmul_weights(), self._conv_weights()
         for name, value in self.initializers.items():
             if (not isinstance(value, np.ndarray) or value.size < min_size or not B.supports_dtype(value.dtype)
                     or name in host_only):
                 continue
             key = (name, B.name)
             if key not in self.device_constants:
-                # a linear layer's weight in the layout the backend's matmul reads fastest (``B.matmul_weight``)
-                matrix = name in weights and value.ndim == 2 and value.dtype.kind == "f"
-                self.device_constants[key] = B.matmul_weight(value, only_matmul=True) if matrix else _to_device(value, B)
+                # a linear layer's weight in the layout the backend's matmul reads fastest (``B.matmul_weight``), a
+                # 2-D convolution's in its convolution's (``B.conv_weight``)
+                if name in weights and value.ndim == 2 and value.dtype.kind == "f":
+                    self.device_constants[key] = B.matmul_weight(value, only_matmul=True)
+                elif name in filters and value.ndim == 4 and value.dtype.kind == "f":
+                    self.device_constants[key] = B.conv_weight(value, *filters[name])
+                else:
+                    self.device_constants[key] = _to_device(value, B)
             device = self.device_constants[key]
             view = B.host_view(device)
             if view is not None and view.dtype == value.dtype and view.shape == value.shape:
@@ -159,6 +166,26 @@ class Program:
             reads[name].add((domain, op_type, i))
         linear = {(DEFAULT_DOMAIN, "MatMul", 1), (FUSED_DOMAIN, "MatMulAdd", 1)}
         return {n for n, r in reads.items() if r and r <= linear}
+
+    def _conv_weights(self) -> dict[str, tuple[list[int], list[tuple[int, int]], list[int], int]]:
+        """Initializers that every reader takes as the weight of a 2-D ``Conv`` or fused ``FusedConv`` of one geometry,
+        each with that geometry: (strides, pads, dilations, groups), pads as (begin, end) an axis."""
+        geometry: dict[str, set[tuple]] = collections.defaultdict(set)
+        for step in self.steps:
+            if (step.spec.domain, step.spec.op_type) in _CONV_WEIGHT_READS and len(step.inputs) > 1:
+                a = step.attrs
+                pads = tuple(a.get("pads", ())) if a.get("auto_pad", "NOTSET") == "NOTSET" else ()
+                geometry[step.inputs[1]].add((tuple(a.get("strides", ())) or (1, 1), pads or (0, 0, 0, 0),
+                                              tuple(a.get("dilations", ())) or (1, 1), a.get("group", 1)))
+        reads = collections.Counter(name for name, *read in self._reads() if tuple(read) not in _CONV_WEIGHT_READS_AT)
+        found = {}
+        for name, kinds in geometry.items():
+            if len(kinds) != 1 or reads[name]:  # read otherwise, or by convolutions of different geometries
+                continue
+            strides, pads, dilations, groups = kinds.pop()
+            half = len(pads) // 2
+            found[name] = (list(strides), list(zip(pads[:half], pads[half:])), list(dilations), groups)
+        return found
 
     def _reads(self) -> Iterator[tuple[str, str, str, int]]:
         """(name, domain, op_type, input index) of each read of a value by a step, and by the steps of its subgraphs

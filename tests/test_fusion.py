@@ -854,6 +854,62 @@ def test_torch_convolutions_run_channels_last():
     np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-5)
 
 
+def packed_conv_model(shared_geometry=True):
+    """Three 2-D convolutions with weights large enough to be held on the device apart (``share_weights``): a plain
+    ``Conv`` of stride 2 (no chain after it: ``B.conv``), one with a frozen batch norm and a ReLU (``FusedConv``), a
+    depthwise one; and a weight read by two convolutions, of one geometry or (``shared_geometry=False``) of two."""
+    c = 16
+    w = {name: (rng.standard_normal(shape) * 0.2).astype(np.float32) for name, shape in
+         (("w_plain", (32, c, 3, 3)), ("w_fused", (32, 32, 3, 3)), ("w_dw", (32, 1, 3, 3)), ("w_shared", (32, 32, 1, 1)))}
+    w["w_dw"] = np.repeat(w["w_dw"], 40, axis=0)[:32]  # 288 values: below share_weights' size, stays plain
+    scale, shift = (rng.random((1, 32, 1, 1)) + 0.5).astype(np.float32), rng.standard_normal((1, 32, 1, 1)).astype(np.float32)
+    nodes = [
+        oh.make_node("Conv", ["x", "w_plain"], ["a"], name="plain", pads=[1, 1, 1, 1], strides=[2, 2]),
+        oh.make_node("Conv", ["a", "w_fused"], ["b0"], name="fused", pads=[1, 1, 1, 1]),
+        oh.make_node("Mul", ["b0", "scale"], ["b1"], name="bn_mul"), oh.make_node("Add", ["b1", "shift"], ["b2"], name="bn_add"),
+        oh.make_node("Relu", ["b2"], ["b"], name="relu"),
+        oh.make_node("Conv", ["b", "w_dw"], ["d"], name="depthwise", pads=[1, 1, 1, 1], group=32),
+        oh.make_node("Conv", ["d", "w_shared"], ["e"], name="shared_1"),
+        oh.make_node("Conv", ["e", "w_shared"], ["y"], name="shared_2", strides=[1, 1] if shared_geometry else [2, 2]),
+    ]
+    feeds = {"x": rng.standard_normal((2, c, 17, 15)).astype(np.float32)}
+    proto = model(nodes, feeds, ["y"])
+    for dim, name in zip(proto.graph.input[0].type.tensor_type.shape.dim, ("n", "c", "h", "w")):
+        if name != "c":
+            dim.dim_param = name  # any batch and size
+    proto.graph.initializer.extend(numpy_helper.from_array(v, k) for k, v in
+                                   {**w, "scale": scale, "shift": shift}.items())
+    return proto, feeds
+
+
+@pytest.mark.parametrize("shared_geometry", [True, False])
+def test_torch_holds_convolution_weights_in_onednns_layout(shared_geometry):
+    """On torch's x86 CPU a 2-D convolution's float32 weight is held once, in oneDNN's layout (``B.conv_weight``),
+    behind a zero-strided stand-in: plain and fused convolutions read it there, within 1e-5 of onnxruntime, and its
+    values come back through ``to_numpy``, also after calls of another input size (the plain weight again).
+    A weight read by convolutions of two geometries stays plain."""
+    torch = pytest.importorskip("torch")
+    if torch.ops.mkldnn._is_mkldnn_acl_supported() or not torch.backends.mkldnn.is_available():
+        pytest.skip("oneDNN's x86 convolutions only")
+    proto, feeds = packed_conv_model(shared_geometry)
+    check(proto, feeds, ["FusedConv"])
+    m = tm.load(proto, backend="torch")
+    ort_session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    other = {"x": rng.standard_normal((1, 16, 23, 20)).astype(np.float32)}
+    for f in (feeds, other, feeds):  # laid out for the first size, plain again after the second
+        np.testing.assert_allclose(m.backend.to_numpy(m(f)["y"]), ort_session.run(None, f)[0], rtol=1e-5, atol=1e-5)
+    program = m.program
+    held = {"w_plain", "b/folded_weight", "w_shared"} if shared_geometry else {"w_plain", "b/folded_weight"}
+    assert program.device_only == held  # the depthwise weight is too small to be held apart
+    for name in held - {"b/folded_weight"}:
+        device = program.device_constants[(name, "torch")]
+        assert not any(device.stride())
+        want = numpy_helper.to_array(next(t for t in proto.graph.initializer if t.name == name))
+        np.testing.assert_array_equal(m.backend.to_numpy(device), want)
+    if not shared_geometry:
+        assert "w_shared" not in program.device_only
+
+
 # -- rotary embedding, rotate-half form -----------------------------------------------------------
 
 

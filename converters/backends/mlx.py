@@ -123,6 +123,9 @@ class MlxBackend:
         mx.eval(weight)  # a view now, not a pending op: an op runs on the stream of the thread that made it
         return weight
 
+    def conv_weight(self, w: np.ndarray, strides: Any, pads: Any, dilations: Any, groups: int) -> mx.array:
+        return self.asarray(w)
+
     def host_view(self, x: Any) -> np.ndarray | None:
         # MLX's memory is the host's on the CPU and on Apple silicon (unified), not under CUDA
         on_cuda = mx.default_device() == mx.gpu and not mx.metal.is_available()

@@ -50,6 +50,7 @@ _ONEDNN_LINEAR = (torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkl
                   and os.environ.get("TRANSMUTER_MLX_ONEDNN", "").lower() not in ("0", "off", "false", "no"))
 _ROWS_HINT = 8
 _ONEDNN_CONV = _ONEDNN_LINEAR and hasattr(torch.ops.mkldnn, "_convolution_pointwise")
+_ANY_SIZE = "any"  # ``conv_weight``'s weight after calls of two input sizes: plain again, for good
 _REDUCE = {"sum": "sum", "prod": "prod", "max": "amax", "min": "amin", "mean": "mean"}
 _SCATTER_REDUCE = {"mul": "prod", "max": "amax", "min": "amin"}
 
@@ -74,6 +75,9 @@ class TorchBackend:
         self._mask_facts: tuple[Any, tuple[bool, int, bool, bool]] = (None, (False, 0, False, False))  # the last mask
         # float32 weights in oneDNN's blocked layout, by the id of the tensor ``matmul_weight`` returned (while it lives)
         self._onednn: dict[int, torch.Tensor] = {}
+        # conv_weight's stand-ins -> (the weight, the input size of its oneDNN layout; None before the first call,
+        # _ANY_SIZE once plain for good)
+        self._onednn_conv: dict[int, tuple[torch.Tensor, Any]] = {}
 
     def compile(self, fn: Any) -> Any:
         # not torch.compile: 1.01-1.04x on BGE-base at 11-13 s a shape, and it cannot trace the oneDNN path, which
@@ -122,6 +126,40 @@ class TorchBackend:
         weakref.finalize(weight, self._onednn.pop, id(weight), None)
         return weight
 
+    def conv_weight(self, w: np.ndarray, strides: Any, pads: Any, dilations: Any, groups: int) -> torch.Tensor:
+        # oneDNN's own layout of the weight, made once (torch.compile's frozen CPU convolutions do the same): from a
+        # plain weight oneDNN reorders it at every call, 10-30% of MobileNetV2's convolutions (a 1 x 1 from 160 to 960
+        # channels at 7 x 7: 168 -> 129 us). The layout depends on the input's size: one chosen without it ran DETR's
+        # 1 x 1 from 512 to 2048 channels at 25 x 34 3.5x slower, one for 25 x 34 ran it at 20 x 30 4x slower, and
+        # one made at each new size slowed DETR fed two sizes in turn by 2-10%. So it is made for the first input's
+        # size (``_packed``), and a call of another size puts the plain weight back for good: a model fed one size
+        # (a classifier's 224 x 224) gains, one fed many (DETR's images) runs as before. Held alone either way, behind
+        # a zero-strided stand-in of the weight's shape (``matmul_weight``)
+        held = self.asarray(w)
+        if not (_ONEDNN_CONV and held.ndim == 4 and held.dtype == torch.float32 and self.device.type == "cpu"):
+            return held
+        weight = torch.zeros((), dtype=held.dtype).expand(held.shape)
+        self._onednn_conv[id(weight)] = (held, None)  # the weight, and the input size it is laid out for
+        weakref.finalize(weight, self._onednn_conv.pop, id(weight), None)
+        return weight
+
+    def _packed(self, w: torch.Tensor, x: torch.Tensor, padding: list[int], strides: Any, dilations: Any,
+                groups: int) -> torch.Tensor:
+        """The weight a oneDNN convolution of ``x`` reads: ``conv_weight``'s layout for this input size (made at the
+        first call), the plain weight (after a call of another size), or ``w`` itself."""
+        entry = self._onednn_conv.get(id(w)) if self._onednn_conv else None
+        if entry is None:
+            return w
+        held, size = entry
+        if size is None:
+            held = torch.ops.mkldnn._reorder_convolution_weight(held, padding, list(strides), list(dilations), groups,
+                                                                list(x.shape))
+            self._onednn_conv[id(w)] = (held, x.shape)
+        elif size not in (x.shape, _ANY_SIZE):
+            held = held.to_dense()
+            self._onednn_conv[id(w)] = (held, _ANY_SIZE)
+        return held
+
     def host_view(self, x: Any) -> np.ndarray | None:
         if x.device.type != "cpu" or x.dtype == torch.bfloat16:
             return None
@@ -131,6 +169,9 @@ class TorchBackend:
         if isinstance(x, torch.Tensor):
             if self._onednn and id(x) in self._onednn and not any(x.stride()):
                 return self._onednn[id(x)].to_dense().numpy().T  # a stand-in (``matmul_weight``): the blocked values
+            if self._onednn_conv and id(x) in self._onednn_conv and not any(x.stride()):
+                held, size = self._onednn_conv[id(x)]  # a stand-in (``conv_weight``): its plain or laid-out values
+                return (held if size in (None, _ANY_SIZE) else held.to_dense()).numpy()
             x = x.detach().cpu()
             if x.dtype == torch.bfloat16:
                 return x.view(torch.uint16).numpy().view(_BF16)
@@ -447,6 +488,10 @@ class TorchBackend:
         n = len(strides)
         fn = (_F.conv1d, _F.conv2d, _F.conv3d)[n - 1]
         x, padding = _symmetric_pads(self._channels_last(x), pads)
+        if self._onednn_conv and id(w) in self._onednn_conv:  # held in oneDNN's layout (``conv_weight``)
+            packed = self._packed(w, x, padding, strides, dilations, groups)
+            return torch.ops.mkldnn._convolution_pointwise(x, packed, None, padding, list(strides), list(dilations),
+                                                           groups, "none", [], "")
         return fn(x, w, None, tuple(strides), tuple(padding), tuple(dilations), groups)
 
     def _channels_last(self, x: torch.Tensor) -> torch.Tensor:
@@ -468,6 +513,7 @@ class TorchBackend:
         x, padding = _symmetric_pads(x, pads)
         geometry = (padding, list(strides), list(dilations), groups)
         x = self._channels_last(x)
+        w = self._packed(w, x, padding, strides, dilations, groups)
         if add is None:
             unary, scalars = ("none", []) if clip is None else ("relu", []) if relu else ("hardtanh", list(clip))
             return torch.ops.mkldnn._convolution_pointwise(x, w, bias, *geometry, unary, scalars, "")
