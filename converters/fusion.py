@@ -431,11 +431,10 @@ def _match_attention(ix: _Index, i: int) -> _Match | None:
     if cast is not None and ix.exclusive(scores, i):  # T5's softmax(scores.float())
         scores, reader, scores_cast = cast.input[0], ci, _attr(cast, "to")
         removed.append(ci)
-    folded = _mask_between_reshapes(ix, scores, reader)
+    folded, heads = _mask_between_reshapes(ix, scores, reader), []
     if folded is not None:  # heads folded into the batch, unfolded for the mask: transformers' older bmm attention
         scores, reader, mask, heads_shape, rows_shape, nodes = folded
-        removed += nodes
-    heads = [heads_shape, rows_shape] if folded is not None else []
+        heads, removed = [heads_shape, rows_shape], removed + nodes
     ai, add = ix.node(scores, "Add")
     if folded is None and add is not None and ix.exclusive(scores, reader):
         for j in (0, 1):  # the mask is the operand that is not the scores chain
