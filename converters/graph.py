@@ -141,7 +141,7 @@ class Program:
                 if name in weights and value.ndim == 2 and value.dtype.kind == "f":
                     self.device_constants[key] = B.matmul_weight(value, only_matmul=True)
                 elif name in filters and value.ndim == 4 and value.dtype.kind == "f":
-                    self.device_constants[key] = B.conv_weight(value, *filters[name])
+                    self.device_constants[key] = B.conv_weight(value)
                 else:
                     self.device_constants[key] = _to_device(value, B)
             device = self.device_constants[key]
@@ -167,9 +167,9 @@ class Program:
         linear = {(DEFAULT_DOMAIN, "MatMul", 1), (FUSED_DOMAIN, "MatMulAdd", 1)}
         return {n for n, r in reads.items() if r and r <= linear}
 
-    def _conv_weights(self) -> dict[str, tuple[list[int], list[tuple[int, int]], list[int], int]]:
-        """Initializers that every reader takes as the weight of a 2-D ``Conv`` or fused ``FusedConv`` of one geometry,
-        each with that geometry: (strides, pads, dilations, groups), pads as (begin, end) an axis."""
+    def _conv_weights(self) -> set[str]:
+        """Initializers that every reader takes as the weight of a ``Conv`` or fused ``FusedConv``, all of one geometry
+        (strides, pads, dilations, groups): a backend lays such a weight out for its convolution."""
         geometry: dict[str, set[tuple]] = collections.defaultdict(set)
         for step in self.steps:
             if (step.spec.domain, step.spec.op_type) in _CONV_WEIGHT_READS and len(step.inputs) > 1:
@@ -178,14 +178,8 @@ class Program:
                 geometry[step.inputs[1]].add((tuple(a.get("strides", ())) or (1, 1), pads or (0, 0, 0, 0),
                                               tuple(a.get("dilations", ())) or (1, 1), a.get("group", 1)))
         reads = collections.Counter(name for name, *read in self._reads() if tuple(read) not in _CONV_WEIGHT_READS_AT)
-        found = {}
-        for name, kinds in geometry.items():
-            if len(kinds) != 1 or reads[name]:  # read otherwise, or by convolutions of different geometries
-                continue
-            strides, pads, dilations, groups = kinds.pop()
-            half = len(pads) // 2
-            found[name] = (list(strides), list(zip(pads[:half], pads[half:])), list(dilations), groups)
-        return found
+        # not where read otherwise, or by convolutions of different geometries
+        return {name for name, kinds in geometry.items() if len(kinds) == 1 and not reads[name]}
 
     def _reads(self) -> Iterator[tuple[str, str, str, int]]:
         """(name, domain, op_type, input index) of each read of a value by a step, and by the steps of its subgraphs

@@ -57,9 +57,8 @@ class Backend(Protocol):
         then a stand-in whose ``host_view`` has zero strides, and ``to_numpy`` rebuilds its values."""
         ...
 
-    def conv_weight(self, w: np.ndarray, strides: Sequence[int], pads: Sequence[tuple[int, int]],
-                    dilations: Sequence[int], groups: int) -> Array:
-        """The weight ``w`` (O, C/groups, kH, kW) of 2-D convolutions of this geometry, read by nothing but this
+    def conv_weight(self, w: np.ndarray) -> Array:
+        """The weight ``w`` (O, C/groups, kH, kW) of 2-D convolutions of one geometry, read by nothing but this
         backend's ``conv`` and ``fused_conv``, as a device array of that shape in the layout they read fastest. A
         backend with a layout of its own may hold that alone: the result is then a stand-in whose ``host_view``
         has zero strides, and ``to_numpy`` rebuilds its values (as ``matmul_weight``'s)."""

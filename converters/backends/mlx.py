@@ -123,7 +123,7 @@ class MlxBackend:
         mx.eval(weight)  # a view now, not a pending op: an op runs on the stream of the thread that made it
         return weight
 
-    def conv_weight(self, w: np.ndarray, strides: Any, pads: Any, dilations: Any, groups: int) -> mx.array:
+    def conv_weight(self, w: np.ndarray) -> mx.array:
         return self.asarray(w)
 
     def host_view(self, x: Any) -> np.ndarray | None:

@@ -46,7 +46,7 @@ class NumpyBackend:
     def matmul_weight(self, w: np.ndarray, only_matmul: bool = False) -> np.ndarray:
         return np.asarray(w)
 
-    def conv_weight(self, w: np.ndarray, strides: Any, pads: Any, dilations: Any, groups: int) -> np.ndarray:
+    def conv_weight(self, w: np.ndarray) -> np.ndarray:
         return np.asarray(w)
 
     def to_numpy(self, x: Any) -> np.ndarray:

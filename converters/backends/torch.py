@@ -126,7 +126,7 @@ class TorchBackend:
         weakref.finalize(weight, self._onednn.pop, id(weight), None)
         return weight
 
-    def conv_weight(self, w: np.ndarray, strides: Any, pads: Any, dilations: Any, groups: int) -> torch.Tensor:
+    def conv_weight(self, w: np.ndarray) -> torch.Tensor:
         # oneDNN's own layout of the weight, made once (torch.compile's frozen CPU convolutions do the same): from a
         # plain weight oneDNN reorders it at every call, 10-30% of MobileNetV2's convolutions (a 1 x 1 from 160 to 960
         # channels at 7 x 7: 168 -> 129 us). The layout depends on the input's size: one chosen without it ran DETR's
@@ -485,13 +485,11 @@ class TorchBackend:
         return x[(Ellipsis, *(slice(None, None, d) for d in dilations))]
 
     def conv(self, x: Any, w: Any, strides: Any, pads: Any, dilations: Any, groups: int) -> torch.Tensor:
+        if self._onednn_conv and id(w) in self._onednn_conv:  # held in oneDNN's layout (``conv_weight``)
+            return self.fused_conv(x, w, None, None, None, strides, pads, dilations, groups)  # with no post-op
         n = len(strides)
         fn = (_F.conv1d, _F.conv2d, _F.conv3d)[n - 1]
         x, padding = _symmetric_pads(self._channels_last(x), pads)
-        if self._onednn_conv and id(w) in self._onednn_conv:  # held in oneDNN's layout (``conv_weight``)
-            packed = self._packed(w, x, padding, strides, dilations, groups)
-            return torch.ops.mkldnn._convolution_pointwise(x, packed, None, padding, list(strides), list(dilations),
-                                                           groups, "none", [], "")
         return fn(x, w, None, tuple(strides), tuple(padding), tuple(dilations), groups)
 
     def _channels_last(self, x: torch.Tensor) -> torch.Tensor:
