@@ -130,8 +130,9 @@ class Backend(Protocol):
     # -- linear algebra -----------------------------------------------------------------
     def matmul(self, a: Array, b: Array) -> Array: ...
     def einsum(self, equation: str, *operands: Array) -> Array: ...
-    def linear(self, x: Array, weight: Array, bias: Array) -> Array:
-        """``x @ weight + bias`` for ``x`` (..., K) of rank >= 2, ``weight`` (K, N), ``bias`` (N,)."""
+    def linear(self, x: Array, weight: Array, bias: Array, gelu: str | None = None) -> Array:
+        """``x @ weight + bias`` for ``x`` (..., K) of rank >= 2, ``weight`` (K, N), ``bias`` (N,); then, where
+        ``gelu`` is given, ``self.gelu`` of it with that approximation ("none" or "tanh")."""
         ...
 
     def det(self, x: Array) -> Array:

@@ -278,8 +278,9 @@ class MlxBackend:
     def einsum(self, equation: str, *operands: mx.array) -> mx.array:
         return mx.einsum(equation, *operands)
 
-    def linear(self, x: mx.array, weight: mx.array, bias: mx.array) -> mx.array:
-        return mx.matmul(x, weight) + bias  # mx.addmm is no faster on the CPU, and compile fuses the add
+    def linear(self, x: mx.array, weight: mx.array, bias: mx.array, gelu: str | None = None) -> mx.array:
+        y = mx.matmul(x, weight) + bias  # mx.addmm is no faster on the CPU, and compile fuses the add
+        return y if gelu is None else self.gelu(y, gelu)
 
     def int8_matmul_weight(self, w: np.ndarray) -> None:
         return None  # MLX has no integer GEMM: its integer matmuls run in a generic loop

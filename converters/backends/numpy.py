@@ -194,8 +194,9 @@ class NumpyBackend:
         # ml_dtypes' bfloat16 matmul answers float32: the product keeps its operands' dtype, as on the device
         return out.astype(a.dtype) if a.dtype == b.dtype and out.dtype != a.dtype else out
 
-    def linear(self, x: np.ndarray, weight: np.ndarray, bias: np.ndarray) -> np.ndarray:
-        return self.matmul(x, weight) + bias
+    def linear(self, x: np.ndarray, weight: np.ndarray, bias: np.ndarray, gelu: str | None = None) -> np.ndarray:
+        y = self.matmul(x, weight) + bias
+        return y if gelu is None else self.gelu(y, gelu)
 
     def einsum(self, equation: str, *operands: np.ndarray) -> np.ndarray:
         dtypes = {np.asarray(o).dtype for o in operands}

@@ -366,14 +366,15 @@ class TorchBackend:
     def einsum(self, equation: str, *operands: torch.Tensor) -> torch.Tensor:
         return torch.einsum(equation, *operands)
 
-    def linear(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-        if x.device.type == "cpu" and x.dtype in (torch.float16, torch.bfloat16):
-            return torch.matmul(x, weight) + bias  # the CPU's half addmm rounds differently from the product's
+    def linear(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, gelu: str | None = None) -> torch.Tensor:
         packed = self._blocked(weight, x)
-        if packed is not None:
-            return _onednn_linear(x, packed, bias)
-        rows = x.reshape(-1, x.shape[-1])
-        return torch.addmm(bias, rows, weight).view(*x.shape[:-1], weight.shape[-1])
+        if packed is not None:  # the GELU as oneDNN's post-op, in the GEMM's pass over its output
+            return _onednn_linear(x, packed, bias, gelu)
+        if x.device.type == "cpu" and x.dtype in (torch.float16, torch.bfloat16):
+            y = torch.matmul(x, weight) + bias  # the CPU's half addmm rounds differently from the product's
+        else:
+            y = torch.addmm(bias, x.reshape(-1, x.shape[-1]), weight).view(*x.shape[:-1], weight.shape[-1])
+        return y if gelu is None else self.gelu(y, gelu)
 
     def interpolate_2d(self, x: torch.Tensor, size: tuple[int, int], mode: str,
                        align_corners: bool) -> torch.Tensor:
@@ -694,7 +695,10 @@ def _int4_for_cpu(
     return packed, scales_and_zeros.contiguous(), n
 
 
-def _onednn_linear(x: torch.Tensor, blocked: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-    """``x @ weight (+ bias)`` over x's rows as one matrix, the weight blocked for oneDNN (``matmul_weight``)."""
-    rows = torch.ops.mkldnn._linear_pointwise(x.reshape(-1, x.shape[-1]), blocked, bias, "none", [], "")
+def _onednn_linear(x: torch.Tensor, blocked: torch.Tensor, bias: torch.Tensor | None,
+                   gelu: str | None = None) -> torch.Tensor:
+    """``x @ weight (+ bias)`` over x's rows as one matrix, the weight blocked for oneDNN (``matmul_weight``), and
+    GELU of it with the ``gelu`` approximation ("none" or "tanh") where given."""
+    attr = ("none", "") if gelu is None else ("gelu", gelu)
+    rows = torch.ops.mkldnn._linear_pointwise(x.reshape(-1, x.shape[-1]), blocked, bias, attr[0], [], attr[1])
     return rows.view(*x.shape[:-1], rows.shape[-1])

@@ -14,6 +14,8 @@ import numpy as np
 
 from ..values import np_dtype
 from ._window import spatial_pads
+from .activation import _HALF
+from .contrib import _gelu_erf, _gelu_tanh
 from .elementwise import clip_11
 from .nn_conv import conv_1
 from .nn_norm import instance_normalization_1
@@ -276,11 +278,14 @@ def silu_1(B: Any, x: Any) -> Any:
 
 
 @register("MatMulAdd", 1, FUSED_DOMAIN)
-def matmul_add_1(B: Any, x: Any, weight: Any, bias: Any) -> Any:
-    """``MatMul(x, weight) + bias``: a linear layer (``weight`` 2-D, ``bias`` 1-D of its width)."""
-    if len(B.shape(x)) < 2 or B.dtype(x) != B.dtype(weight) or not np.issubdtype(B.dtype(x), np.floating):
-        return B.add(B.matmul(x, weight), bias)
-    return B.linear(x, weight, bias)
+def matmul_add_1(B: Any, x: Any, weight: Any, bias: Any, *, gelu: str = "") -> Any:
+    """``MatMul(x, weight) + bias``: a linear layer (``weight`` 2-D, ``bias`` 1-D of its width); with ``gelu``
+    ("none": erf, or "tanh"), the GELU of it that followed it (``com.microsoft::Gelu`` / ``FastGelu``'s rule)."""
+    linear = len(B.shape(x)) >= 2 and B.dtype(x) == B.dtype(weight) and np.issubdtype(B.dtype(x), np.floating)
+    if linear and (not gelu or B.dtype(x) not in _HALF):
+        return B.linear(x, weight, bias, gelu or None)
+    y = B.linear(x, weight, bias) if linear else B.add(B.matmul(x, weight), bias)
+    return y if not gelu else _gelu_erf(B, y) if gelu == "none" else _gelu_tanh(B, y)
 
 
 def _rms_norm_kernel(B: Any, x: Any, weight: Any, *, epsilon: float, cast_to: int = 0) -> Any:
