@@ -1,5 +1,6 @@
 """Pieces every benchmark report shares: an engine's error cell, the machine it ran on, memory and weight sizes, and
-the interleaved timed passes of engines side by side with their table rows."""
+the timed passes of engines side by side (each in a process of its own, or interleaved in one) with their table
+rows."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import time
 import traceback
@@ -149,13 +151,52 @@ def engine_cells(engines: Iterable[str], medians: Mapping[str, float], outputs: 
     return cells
 
 
+def worker_passes(run: Callable[[], Any], runs: int) -> int:
+    """An engine's side of ``isolated_passes``, in the worker process: a warm-up pass, ``runs`` timed passes, then
+    their median seconds and the last output as one JSON line on stdout."""
+    out = run()
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        out = run()
+        times.append(time.perf_counter() - t0)
+    print(json.dumps({"seconds": statistics.median(times), "output": out}))
+    return 0
+
+
+def isolated_passes(engines: Iterable[str], worker: Callable[[str], list[str]], verbose: bool) -> dict[str, dict]:
+    """Each engine's cell (``engine_cells``) with the engine in a process of its own: ``worker(kind)`` is the command
+    line of a process that runs ``worker_passes`` for it. In one process, an engine's worker threads (onnxruntime's,
+    PyTorch's OpenMP ones) spin for tens of milliseconds after its call and slow the next engine's start; a process
+    of its own also gives each engine its own heap and its own MLX cache."""
+    engines = list(engines)
+    medians, outputs, errors = {}, {}, {}
+    for kind in engines:
+        done = subprocess.run(worker(kind), capture_output=True, text=True, timeout=7200)
+        try:
+            if done.returncode != 0:
+                raise RuntimeError(f"worker exited {done.returncode}: {done.stderr.strip().splitlines()[-1:]}")
+            result = json.loads(done.stdout.strip().splitlines()[-1])
+        except Exception as e:  # noqa: BLE001 - one engine's failure leaves the others' numbers
+            errors[kind] = error_cell(e, verbose)
+            continue
+        medians[kind], outputs[kind] = result["seconds"], result["output"]
+    return engine_cells(engines, medians, outputs, errors)
+
+
 def passes_per_batch(engines: Iterable[str], batches: Iterable[int], make: Callable[[str, int], Callable[[], Any]],
-                     runs: int, verbose: bool, figures: Callable[[float], dict]) -> dict:
-    """``interleaved_passes`` at each batch (``make(kind, batch)`` gives a runner), each cell with the ``figures`` of
-    its seconds added (tokens/s, × real time), and the environment: ``{"batches": ..., "environment": ...}``."""
+                     runs: int, verbose: bool, figures: Callable[[float], dict],
+                     worker: Callable[[str, int], list[str]] | None = None) -> dict:
+    """The engines' cells at each batch, each with the ``figures`` of its seconds added (tokens/s, × real time), and
+    the environment: ``{"batches": ..., "environment": ...}``. With ``worker`` (``worker(kind, batch)``: a worker's
+    command line) each engine runs in a process of its own (``isolated_passes``); without, ``interleaved_passes`` in
+    this process (``make(kind, batch)`` gives a runner)."""
     engines, results = list(engines), {}
     for batch in batches:
-        cells = interleaved_passes(engines, lambda kind, b=batch: make(kind, b), runs, verbose)
+        if worker is not None:
+            cells = isolated_passes(engines, lambda kind, b=batch: worker(kind, b), verbose)
+        else:
+            cells = interleaved_passes(engines, lambda kind, b=batch: make(kind, b), runs, verbose)
         for cell in cells.values():
             if "seconds" in cell:
                 cell.update(figures(cell["seconds"]))
@@ -192,7 +233,24 @@ def engines_arguments(doc: str, output: Path, batches: str = "1,4") -> argparse.
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--output", default=str(output))
     parser.add_argument("--verbose", action="store_true")
+    parser.add_argument("--one-process", action="store_true",
+                        help="every engine in this process, passes interleaved (default: each in a process of its own)")
+    parser.add_argument("--worker", nargs=2, metavar=("ENGINE", "BATCH"), help=argparse.SUPPRESS)
     return parser
+
+
+def worker_command(script: str, argv: list[str]) -> Callable[[str, int], list[str]]:
+    """``(kind, batch) -> the command line`` of ``script``'s worker for one engine at one batch, with the options of
+    this run (``argv``) but its engines, batches and output."""
+    keep, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg in ("--engines", "--batches", "--output"):
+            skip = True
+        elif not arg.startswith(("--engines=", "--batches=", "--output=", "--json")):
+            keep.append(arg)
+    return lambda kind, batch: [sys.executable, script, *keep, "--worker", kind, str(batch)]
 
 
 def publish(results: dict, text: str, args: argparse.Namespace) -> int:

