@@ -845,6 +845,28 @@ def test_pad_before_conv_fused(case):
         assert padded.shape != x.shape and attrs == conv
 
 
+def test_fused_conv_kernel_runs_the_op_where_the_backend_has_no_fused_call():
+    """``Pad`` (joined) -> ``Conv`` -> residual ``Add`` -> ``Clip(0, 6)``: oneDNN has no residual with a ReLU6, so the
+    torch replay's kernel runs the op, with the node's own padding (not the joined one twice),
+    equal to onnxruntime at every call."""
+    x = rng.standard_normal((1, 4, 9, 8)).astype(np.float32)
+    z = rng.standard_normal((1, 6, 4, 4)).astype(np.float32)
+    nodes = [const("pads", [0, 0, 0, 0, 0, 0, 1, 1], np.int64), const("zero", 0.0), const("six", 6.0),
+             oh.make_node("Pad", ["x", "pads"], ["p"], name="pad"),
+             oh.make_node("Conv", ["p", "w"], ["c"], name="conv", kernel_shape=[3, 3], strides=[2, 2]),
+             oh.make_node("Add", ["c", "z"], ["s"], name="residual"),
+             oh.make_node("Clip", ["s", "zero", "six"], ["y"], name="relu6")]
+    proto = model(nodes, {"x": x, "z": z}, ["y"])
+    proto.graph.initializer.append(numpy_helper.from_array(rng.standard_normal((6, 4, 3, 3)).astype(np.float32), "w"))
+    (want,) = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x, "z": z})
+    m = tm.load(proto, backend="torch")
+    for _ in range(3):  # the planning walk, the replay written out, the replay
+        (got,) = m({"x": x, "z": z}).values()
+        np.testing.assert_allclose(np.asarray(m.backend.to_numpy(got)), want, rtol=1e-5, atol=1e-5)
+    (exe,) = m._executables.values()
+    assert [form for form, _ in exe.shortcuts.values()] == ["kernel"] and exe._code is not None  # no fallback walk
+
+
 @pytest.mark.parametrize("case", ["extra reader", "scale per row"])
 def test_conv_not_fused(case):
     """The convolution's output read by another node too, or scaled along another axis than the channels'."""

@@ -393,6 +393,7 @@ def _fused_conv_kernel(B: Any, x: Any, w: Any, b: Any = None, z: Any = None, pad
     padding (or there is none) and ``z`` fits; else None. MobileNetV2's 52 convolutions on torch: the op's Python,
     its padding and geometry at every call, was ~1 ms of a 10 ms call. Where the backend has no fused kernel the
     op runs after all."""
+    attrs = {"clip": clip, "pad_mode": pad_mode, **conv}  # the node's own, for the op
     if padding is not None:
         conv = _joined_padding(len(B.shape(x)), padding, pad_value, pad_axes, pad_mode, conv)
         if conv is None:
@@ -400,7 +401,6 @@ def _fused_conv_kernel(B: Any, x: Any, w: Any, b: Any = None, z: Any = None, pad
     geometry = _fused_geometry(B, x, w, z, clip, conv)
     if geometry is None:
         return None
-    attrs = {"clip": clip, "pad_mode": pad_mode, **conv}
 
     def kernel(x: Any, w: Any, b: Any = None, z: Any = None, *static: Any) -> Any:
         y = B.fused_conv(x, w, b, z, *geometry)
