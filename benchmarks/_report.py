@@ -233,6 +233,11 @@ def engines_arguments(doc: str, output: Path, batches: str = "1,4") -> argparse.
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--output", default=str(output))
     parser.add_argument("--verbose", action="store_true")
+    return parser
+
+
+def worker_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """``parser`` with the options of ``passes_per_batch``'s workers: --one-process, and the worker's own --worker."""
     parser.add_argument("--one-process", action="store_true",
                         help="every engine in this process, passes interleaved (default: each in a process of its own)")
     parser.add_argument("--worker", nargs=2, metavar=("ENGINE", "BATCH"), help=argparse.SUPPRESS)

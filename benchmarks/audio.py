@@ -43,6 +43,7 @@ from benchmarks._report import (  # noqa: E402
     engines_table,
     passes_per_batch,
     publish,
+    worker_arguments,
     worker_command,
     worker_passes,
 )
@@ -118,7 +119,7 @@ def markdown(results: dict, runs: int) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = engines_arguments(__doc__, ROOT / "benchmarks" / "results" / "audio.md").parse_args(argv)
+    args = worker_arguments(engines_arguments(__doc__, ROOT / "benchmarks" / "results" / "audio.md")).parse_args(argv)
     if args.worker:
         return worker_passes(runner(args.worker[0], int(args.worker[1])), args.runs)
     worker = None if args.one_process else worker_command(__file__, sys.argv[1:] if argv is None else argv)

@@ -39,6 +39,7 @@ from benchmarks._report import (  # noqa: E402
     engines_table,
     passes_per_batch,
     publish,
+    worker_arguments,
     worker_command,
     worker_passes,
 )
@@ -132,7 +133,7 @@ def markdown(results: dict, runs: int) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = engines_arguments(__doc__, ROOT / "benchmarks" / "results" / "text_to_text.md")
+    parser = worker_arguments(engines_arguments(__doc__, ROOT / "benchmarks" / "results" / "text_to_text.md"))
     parser.add_argument("--new-tokens", type=int, default=32)
     args = parser.parse_args(argv)
     if args.worker:
