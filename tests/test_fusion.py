@@ -847,7 +847,7 @@ def test_pad_before_conv_fused(case):
 
 def test_fused_conv_kernel_runs_the_op_where_the_backend_has_no_fused_call():
     """``Pad`` (joined) -> ``Conv`` -> residual ``Add`` -> ``Clip(0, 6)``: oneDNN has no residual with a ReLU6, so the
-    torch replay's kernel runs the op, with the node's own padding (not the joined one twice),
+    torch replay's kernel runs the ops one after the other on the joined padding (not joined twice),
     equal to onnxruntime at every call."""
     x = rng.standard_normal((1, 4, 9, 8)).astype(np.float32)
     z = rng.standard_normal((1, 6, 4, 4)).astype(np.float32)

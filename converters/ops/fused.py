@@ -392,8 +392,7 @@ def _fused_conv_kernel(B: Any, x: Any, w: Any, b: Any = None, z: Any = None, pad
     """``B.fused_conv`` with its geometry worked out once for a signature, where a ``Pad`` joins the convolution's
     padding (or there is none) and ``z`` fits; else None. MobileNetV2's 52 convolutions on torch: the op's Python,
     its padding and geometry at every call, was ~1 ms of a 10 ms call. Where the backend has no fused kernel the
-    op runs after all."""
-    attrs = {"clip": clip, "pad_mode": pad_mode, **conv}  # the node's own, for the op
+    ops run one after the other, on the joined padding."""
     if padding is not None:
         conv = _joined_padding(len(B.shape(x)), padding, pad_value, pad_axes, pad_mode, conv)
         if conv is None:
@@ -404,7 +403,7 @@ def _fused_conv_kernel(B: Any, x: Any, w: Any, b: Any = None, z: Any = None, pad
 
     def kernel(x: Any, w: Any, b: Any = None, z: Any = None, *static: Any) -> Any:
         y = B.fused_conv(x, w, b, z, *geometry)
-        return y if y is not None else fused_conv_1(B, x, w, b, z, *static, **attrs)
+        return y if y is not None else _conv_then_add_and_clip(B, x, w, b, z, clip, conv)
 
     return kernel
 
@@ -424,6 +423,12 @@ def fused_conv_1(B: Any, x: Any, w: Any, b: Any = None, z: Any = None, padding: 
         y = B.fused_conv(x, w, b, z, *geometry)
         if y is not None:
             return y
+    return _conv_then_add_and_clip(B, x, w, b, z, clip, conv)
+
+
+def _conv_then_add_and_clip(B: Any, x: Any, w: Any, b: Any, z: Any, clip: list[float] | None,
+                            conv: dict[str, Any]) -> Any:
+    """``FusedConv``'s ops one after the other: ``Conv`` (attributes ``conv``), ``+ z``, ``clip``."""
     y = conv_1(B, x, w, b, **conv)
     y = y if z is None else B.add(y, z)
     if clip is None:
