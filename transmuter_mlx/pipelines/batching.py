@@ -2,11 +2,15 @@
 
 >>> fill([7, 8], 4)
 [7, 8, 7, 7]
+>>> [batch_rows(n, 32) for n in (1, 3, 9, 32)], batch_rows(5, 6)
+([1, 4, 16, 32], 6)
 
 ``run_batched`` groups rows (features) by the compiled shape that holds them (``processor.bucket``), runs
-them ``batch_size`` at a time (a partial batch filled with copies of its first row, so every call runs one
-of a few compiled shapes), and gives each row its outputs, cut back to its own positions. The generating
-pipelines fill their partial batches with the same ``fill``.
+them ``batch_size`` at a time, and gives each row its outputs, cut back to its own positions. A partial
+batch is filled with copies of its first row up to the next power of two (``batch_rows``), not to
+``batch_size``: the model compiles a few shapes per bucket (at most log2(batch_size) + 1), and three
+long texts left over at ``batch_size: 32`` run as 4 rows, not 32. The generating pipelines fill their
+partial batches to ``batch_size`` with the same ``fill`` (their KV cache has that many rows).
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import numpy as np
 
 from ..processors import Bucket, Processor
 
-__all__ = ["chunks", "fill", "run_batched"]
+__all__ = ["batch_rows", "chunks", "fill", "run_batched"]
 
 T = TypeVar("T")
 
@@ -33,6 +37,11 @@ def fill(batch: Sequence[T], size: int) -> list[T]:
     return list(batch) + [batch[0]] * (size - len(batch))
 
 
+def batch_rows(count: int, batch_size: int) -> int:
+    """The rows a batch of ``count`` inputs runs with: the next power of two, at most ``batch_size``."""
+    return min(1 << (count - 1).bit_length(), batch_size)
+
+
 def run_batched(rows: Sequence[Any], processor: Processor, run: Callable[[dict[str, np.ndarray]], Mapping[str, Any]],
                 batch_size: int, per_position: bool = True) -> list[dict[str, np.ndarray]]:
     """Each row's outputs (by name), from ``run(feeds)`` on batches of ``batch_size`` rows of one bucket;
@@ -43,7 +52,8 @@ def run_batched(rows: Sequence[Any], processor: Processor, run: Callable[[dict[s
     results: list[dict[str, np.ndarray]] = [{} for _ in rows]
     for bucket, indices in sorted(buckets.items()):
         for chunk in chunks(indices, batch_size):
-            outputs = run(processor.collate(fill([rows[i] for i in chunk], batch_size), bucket))
+            batch = fill([rows[i] for i in chunk], batch_rows(len(chunk), batch_size))
+            outputs = run(processor.collate(batch, bucket))
             for j, i in enumerate(chunk):
                 results[i] = {k: processor.cut(v[j], rows[i], bucket) if per_position else v[j]
                               for k, v in outputs.items()}

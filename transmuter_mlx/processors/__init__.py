@@ -9,8 +9,9 @@
 A task's ``preprocess`` turns one input into *features* (``Processor.preprocess``: a text into token
 rows; next, an image into pixels, an audio clip into frames). The batcher (``pipelines/batching.py``)
 groups features by ``bucket`` (the compiled shape that holds them: a sequence length today, an image
-size or a frame count next), fills a partial batch, ``collate``s it into the feeds of one compiled shape
-and, after the model ran, ``cut``s each row's per-position outputs back to its own positions.
+size or a frame count next), fills a partial batch (to the next power of two rows), ``collate``s it
+into the feeds of one compiled shape and, after the model ran, ``cut``s each row's per-position
+outputs back to its own positions.
 """
 
 from __future__ import annotations
