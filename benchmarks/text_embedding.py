@@ -49,7 +49,7 @@ LABELS = {
     "onnxruntime": "onnxruntime",
 }
 REFERENCE = "sentence-transformers"  # the embeddings the others are compared with
-SEQUENCE_LENGTHS = [32, 64, 128]  # our compile buckets; longer sentences are left out of the set
+SEQUENCE_LENGTHS = (32, 64, 128)  # our default compile buckets; longer sentences are left out of the set
 DOC_MODULES = (
     "argparse", "bisect", "calendar", "collections", "csv", "datetime", "decimal", "difflib",
     "fractions", "functools", "heapq", "inspect", "itertools", "json", "logging", "os", "pathlib",
@@ -124,11 +124,13 @@ def sentence_modules(folder: Path) -> tuple[str, bool, int | None]:
     return pooling, normalize, max_len
 
 
-def load_engine(kind: str, folder: Path, batch: int) -> Callable[[list[str]], np.ndarray]:
-    """``embed(texts) -> (len(texts), dim) float32`` for one engine, batching ``batch`` rows."""
+def load_engine(kind: str, folder: Path, batch: int,
+                lengths: tuple[int, ...] = SEQUENCE_LENGTHS) -> Callable[[list[str]], np.ndarray]:
+    """``embed(texts) -> (len(texts), dim) float32`` for one engine, batching ``batch`` rows (ours: padded to
+    the smallest of ``lengths`` that holds them)."""
     if kind in ("mlx", "torch"):
         pipe = tm.text.text_embedding(
-            str(folder), backend=kind, compile={"batch_size": batch, "sequence_length": SEQUENCE_LENGTHS}
+            str(folder), backend=kind, compile={"batch_size": batch, "sequence_length": list(lengths)}
         )
 
         def embed(texts):
@@ -236,10 +238,12 @@ def bench(args: argparse.Namespace) -> dict:
     batches = [int(b) for b in args.batches.split(",") if b]
     _, _, max_len = sentence_modules(folder)
     tok = raw_tokenizer(folder, None)
-    texts = sentences(args.sentences, min(SEQUENCE_LENGTHS[-1], max_len or 10**9), tok)
+    buckets = tuple(sorted(int(n) for n in args.sequence_lengths.split(",") if n))
+    texts = sentences(args.sentences, min(buckets[-1], max_len or 10**9), tok)
     lengths = token_counts(tok, texts)
     result = {
         "model": str(folder),
+        "sequence_lengths": list(buckets),
         "environment": _environment(),
         "sentences": {
             "count": len(texts),
@@ -255,7 +259,7 @@ def bench(args: argparse.Namespace) -> dict:
         for kind in kinds:
             try:
                 t0 = time.perf_counter()
-                embed = load_engine(kind, folder, batch)
+                embed = load_engine(kind, folder, batch, buckets)
                 load = time.perf_counter() - t0
                 cell = time_cell(embed, subset, batch, args.runs, args.budget)
                 cell["load_s"] = load
@@ -302,7 +306,7 @@ def markdown(result: dict) -> str:
         f"Model: `{result['model']}`. {s['count']} English sentences (stdlib LICENSE and docstrings; "
         f"{s['tokens_min']}-{s['tokens_max']} tokens, median {s['tokens_median']:g}); batch 1 runs one call "
         "per sentence on the first sentences of the set, larger batches pass the whole list. "
-        f"Ours: `compile={{batch_size, sequence_length: {SEQUENCE_LENGTHS}}}`.",
+        f"Ours: `compile={{batch_size, sequence_length: {result['sequence_lengths']}}}`.",
         "",
         f"Machine: {env['machine']}, {env['cpus']} CPUs (load average {env['load_average_1min']} at start, "
         f"{env.get('load_average_1min_end')} at end), Python {env['python']}; mlx {env.get('mlx')}, "
@@ -357,6 +361,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--engines", default=",".join(ENGINES), help=f"a comma-separated subset of {','.join(ENGINES)}"
     )
+    p.add_argument("--sequence-lengths", default=",".join(map(str, SEQUENCE_LENGTHS)),
+                   help="our compile buckets, comma-separated; default 32,64,128")
     p.add_argument("--sentences", type=int, default=256, help="sentences in the set; default 256")
     p.add_argument("--latency-sentences", type=int, default=32, help="sentences timed at batch 1; default 32")
     p.add_argument("--runs", type=int, default=5, help="timed passes per cell (median); default 5")
