@@ -349,8 +349,9 @@ def test_mlx_strided_conv_transpose_on_a_gpu_inserts_its_zeros(monkeypatch):
 @pytest.mark.skipif(importlib.util.find_spec("onnxruntime") is None, reason="onnxruntime is not installed")
 def test_torch_linear_layers_run_on_onednn_blocked_weights():
     """On an x86-64 CPU the torch backend blocks each float32 linear weight for oneDNN at load (a MatMul's, a fused
-    MatMulAdd's, MatMulNBits' dequantized one) and its products match onnxruntime at every row count; the
-    tensors the graph holds keep their (K, N) shape; ``TRANSMUTER_MLX_ONEDNN=off`` keeps torch's own matmul."""
+    MatMulAdd's, MatMulNBits' dequantized one) and its products match onnxruntime at every row count, few rows of a
+    small weight on a plain copy of it (``_PLAIN_WORK``) and more on oneDNN; the tensors the graph holds keep their
+    (K, N) shape; ``TRANSMUTER_MLX_ONEDNN=off`` keeps torch's own matmul."""
     import onnx
     import onnxruntime as ort
     from onnx import TensorProto, helper, numpy_helper
@@ -382,11 +383,14 @@ def test_torch_linear_layers_run_on_onednn_blocked_weights():
     linear = [id(model.program.device_constants[(name, "torch")]) for name in ("w1", "w2")]
     assert all(key in blocked for key in linear)  # w1 (MatMulAdd), w2 (MatMul): at load
     held_at_load = set(blocked)
-    for rows in (1, 8, 37):
+    for rows in (1, 8, 37, 64):  # 64 rows of w1 and w2 are past _PLAIN_WORK: oneDNN's call
         x = rng.standard_normal((rows, k)).astype(np.float32)
         want = reference.run(None, {"x": x})[0]
         got = model.backend.to_numpy(model({"x": x})["y"])
         np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5 * np.abs(want).max())
+        if rows == 1:
+            assert all(key in model.backend._plain for key in linear)  # plain copies, made at the first row
+    assert 64 * n * n > torch_backend._PLAIN_WORK >= 37 * k * n
     assert len(set(blocked) - held_at_load) == 1  # q's dequantized weight, at its first product
     assert sorted(tuple(model.program.initializers[name].shape) for name in ("w1", "w2")) == [(k, n), (n, n)]
     done = run_python("from transmuter_mlx.converters.backends import torch as t; print(t._ONEDNN_LINEAR)",

@@ -49,6 +49,9 @@ _ONEDNN_LINEAR = (torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkl
                   and platform.machine().lower() in ("x86_64", "amd64")
                   and os.environ.get("TRANSMUTER_MLX_ONEDNN", "").lower() not in ("0", "off", "false", "no"))
 _ROWS_HINT = 8
+# rows x K x N of a float32 linear layer at or below which MKL's plain GEMM beats oneDNN's call, whose ~15 us floor
+# (a 64 x 64 weight at one row: 15 against 3 us; 576 x 192 at one row 20 against 10, at two 21 against 18)
+_PLAIN_WORK = 1 << 18
 _ONEDNN_CONV = _ONEDNN_LINEAR and hasattr(torch.ops.mkldnn, "_convolution_pointwise")
 _ANY_SIZE = "any"  # ``conv_weight``'s weight after calls of two input sizes: plain again, for good
 _REDUCE = {"sum": "sum", "prod": "prod", "max": "amax", "min": "amin", "mean": "mean"}
@@ -75,6 +78,8 @@ class TorchBackend:
         self._mask_facts: tuple[Any, tuple[bool, int, bool, bool]] = (None, (False, 0, False, False))  # the last mask
         # float32 weights in oneDNN's blocked layout, by the id of the tensor ``matmul_weight`` returned (while it lives)
         self._onednn: dict[int, torch.Tensor] = {}
+        # the plain (N, K) copies of small blocked weights that only matmul reads, made at their first few-row call
+        self._plain: dict[int, torch.Tensor] = {}
         # conv_weight's stand-ins -> (the weight, the input size of its oneDNN layout; None before the first call,
         # _ANY_SIZE once plain for good)
         self._onednn_conv: dict[int, tuple[torch.Tensor, Any]] = {}
@@ -124,6 +129,7 @@ class TorchBackend:
         weight = torch.zeros((), dtype=held.dtype).expand(held.shape[::-1]) if only_matmul else held.t()
         self._onednn[id(weight)] = blocked
         weakref.finalize(weight, self._onednn.pop, id(weight), None)
+        weakref.finalize(weight, self._plain.pop, id(weight), None)
         return weight
 
     def conv_weight(self, w: np.ndarray) -> torch.Tensor:
@@ -347,6 +353,8 @@ class TorchBackend:
 
     def matmul(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         packed = self._blocked(b, a)
+        if packed is not None and self._few_rows(a, packed):
+            return torch.nn.functional.linear(a, self._plain_of(b, packed))
         if packed is not None:
             # a linear layer's weight, blocked for oneDNN at load: its JIT kernels use the CPU's widest vectors
             # whoever made it (MKL takes its AVX2 path on AMD: 2-3x slower at 8 rows and at 4096)
@@ -363,11 +371,29 @@ class TorchBackend:
         """oneDNN's blocked copy of a float32 linear weight (``matmul_weight``) for float32 rows ``x``, else None."""
         return self._onednn.get(id(weight)) if self._onednn and x.dtype == torch.float32 else None
 
+    @staticmethod
+    def _few_rows(x: torch.Tensor, blocked: torch.Tensor) -> bool:
+        """Whether x's rows times the blocked weight are little enough work for the plain GEMM (``_PLAIN_WORK``)."""
+        return x.numel() // max(x.shape[-1], 1) * blocked.numel() <= _PLAIN_WORK
+
+    def _plain_of(self, weight: torch.Tensor, blocked: torch.Tensor) -> torch.Tensor:
+        """The (N, K) plain weight of ``matmul_weight``'s ``weight``: its own transpose, or for a zero-strided stand-in
+        a dense copy of the blocked one, made once (at most ``_PLAIN_WORK`` values)."""
+        if any(weight.stride()):
+            return weight.t()
+        plain = self._plain.get(id(weight))
+        if plain is None:
+            plain = self._plain[id(weight)] = blocked.to_dense()
+        return plain
+
     def einsum(self, equation: str, *operands: torch.Tensor) -> torch.Tensor:
         return torch.einsum(equation, *operands)
 
     def linear(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, gelu: str | None = None) -> torch.Tensor:
         packed = self._blocked(weight, x)
+        if packed is not None and self._few_rows(x, packed):
+            y = torch.nn.functional.linear(x, self._plain_of(weight, packed), bias)
+            return y if gelu is None else self.gelu(y, gelu)
         if packed is not None:  # the GELU as oneDNN's post-op, in the GEMM's pass over its output
             return _onednn_linear(x, packed, bias, gelu)
         if x.device.type == "cpu" and x.dtype in (torch.float16, torch.bfloat16):
