@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import onnx
 
+from . import call_scope
 from .backends import HOST, Backend
 from .bounds import Guard, check_extremes, check_values, clamp, extremes, host_source, host_value
 from .errors import ConverterError, DynamicShapeError, OpError, UnsupportedOpError
@@ -751,6 +752,7 @@ class Executable:
 
     def _replay(self, *arrays: Any) -> tuple[Any, ...]:
         """The device outputs, then the extremes of each index checked on the device."""
+        call_scope.begin()
         if self._write_code:
             self._code, self._write_code = straight_line(self), False
         code = self._code

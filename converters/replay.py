@@ -75,6 +75,7 @@ def straight_line(exe: Any) -> StraightLine:
     if device_guards:
         lines.append("    found = []")
     keep = set(exe.device_output_names)
+    clamped: dict[tuple, str] = {}  # (index value, bound) -> the local holding it clamped, for host-checked guards
     for index, ((step, plan), position) in enumerate(zip(exe.steps, exe._trace_positions)):
         args = [var(n) if n else "None" if c is None else bind(c, f"c{index}_{i}") for i, (n, c) in enumerate(plan)]
         guards = exe._guards_at.get(position, ())
@@ -90,10 +91,18 @@ def straight_line(exe: Any) -> StraightLine:
             if guards:
                 lines.append(f"    a = [{', '.join(args)}]")
                 for j, g in enumerate(guards):
-                    bound, i = bind(g.bound, f"bound{index}_{j}"), g.bound.input
+                    i = g.bound.input
+                    same = (g.name, g.bound.low, g.bound.high, g.bound.ignore)
+                    if g.on_host and same in clamped:  # checked on the host, clamped by an earlier node already
+                        lines.append(f"    a[{i}] = {clamped[same]}")  # (each layer's seqlens_k: ~12 us a layer)
+                        continue
+                    bound = bind(g.bound, f"bound{index}_{j}")
                     if not g.on_host:
                         lines.append(f"    found.append(extremes(B, a[{i}], {bound}))")
                     lines.append(f"    a[{i}] = clamp(B, a[{i}], {bound})")
+                    if g.on_host:
+                        clamped[same] = f"k{len(clamped)}"
+                        lines.append(f"    {clamped[same]} = a[{i}]")
                 args = ["*a"]
             if step.spec.context and step.subgraphs:  # control flow: the interpreter's step, in the outer scope
                 run = bind(functools.partial(_run_context, exe._interp, exe._host_env, step), f"step{index}")

@@ -478,6 +478,43 @@ def test_gqa_replay_runs_the_model_builders_case_as_one_kernel(seq, seqlens, pac
     assert form == "kernel"
 
 
+def test_gqa_layers_share_a_steps_positions_within_one_call_only():
+    """Two GQA layers reading one seqlens_k and one cos/sin cache: the torch replay's kernel makes the positions,
+    angles and mask in the first layer and reuses them in the second (``call_scope.keep``), and sdpa leaves out
+    the buffer's rows after the last valid one; both match onnxruntime, and a seqlens_k tensor changed in place
+    between calls gives the new call's values, not the kept ones."""
+    import torch
+
+    rng = np.random.default_rng(21)
+    b, nh, nkv, h, length = 2, GQA_HEADS, GQA_KV_HEADS, GQA_SIZE, 8
+    feeds = {name: rand(rng, *shape) for name, shape in [
+        ("q1", (b, 1, (nh + 2 * nkv) * h)), ("q2", (b, 1, (nh + 2 * nkv) * h)), ("k1", (b, nkv, length, h)),
+        ("v1", (b, nkv, length, h)), ("k2", (b, nkv, length, h)), ("v2", (b, nkv, length, h))]}
+    feeds["seqlens_k"] = np.array([5, 3], np.int32)
+    consts = {"total": np.array(length, np.int32), "cos": rng.random((32, h // 2)).astype(np.float32),
+              "sin": rng.random((32, h // 2)).astype(np.float32)}
+    attrs = {"num_heads": nh, "kv_num_heads": nkv, "do_rotary": 1}
+    nodes = [oh.make_node("GroupQueryAttention", [f"q{i}", "", "", f"k{i}", f"v{i}", "seqlens_k", "total", "cos", "sin"],
+                          [f"o{i}", f"pk{i}", f"pv{i}"], domain="com.microsoft", **attrs) for i in (1, 2)]
+    graph = oh.make_graph(
+        nodes, "g", [oh.make_tensor_value_info(n, oh.np_dtype_to_tensor_dtype(v.dtype), v.shape) for n, v in feeds.items()],
+        [oh.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("o1", "o2")],
+        [onnx.numpy_helper.from_array(v, n) for n, v in consts.items()])
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17), oh.make_opsetid("com.microsoft", 1)])
+    m = tm.load(model, backend="torch")
+    seqlens = torch.from_numpy(feeds["seqlens_k"].copy())
+    for step, values in enumerate(([5, 3], [5, 3], [6, 2])):  # the replay from the second call
+        seqlens.copy_(torch.tensor(values, dtype=torch.int32))  # in place: the same tensor object every call
+        want = run_ort(model, {**feeds, "seqlens_k": np.array(values, np.int32)})
+        got = [m.backend.to_numpy(v) for v in m({**feeds, "seqlens_k": seqlens}).values()]
+        for ref, out in zip(want, got, strict=True):
+            np.testing.assert_allclose(out, ref, rtol=TOL, atol=TOL, err_msg=f"call {step}, seqlens_k {values}")
+    (exe,) = m._executables.values()
+    assert [exe.shortcuts.get(i, ("op",))[0] for i, (step, _) in enumerate(exe.steps)
+            if step.spec.op_type == "GroupQueryAttention"] == ["kernel", "kernel"]
+    assert m.backend._mask_facts[1][1:3] == (0, 7)  # sdpa read keys 0..6, not the buffer's free row 7
+
+
 def test_gqa_decode_is_compiled_on_mlx():
     """With total_sequence_length folded on the host, a decode step is one traced mx.compile graph."""
     rng = np.random.default_rng(18)

@@ -1188,7 +1188,21 @@ def test_attention_leaves_out_keys_no_query_sees(nan_guard):
     check(model(nodes, feeds, ["y"]), feeds, ["ScaledDotProductAttention"], tol=1e-6)
     m = tm.load(model(nodes, feeds, ["y"]), backend="torch")
     m(feeds), m(feeds)
-    assert m.backend._mask_facts[1] == (False, 2, True, False)  # (all zero, first key seen, finite, causal)
+    assert m.backend._mask_facts[1] == (False, 2, S, True, False)  # (all zero, first and end keys seen, finite, causal)
+
+
+def test_attention_leaves_out_the_keys_after_the_last_one_seen():
+    """Free rows after the valid ones (as a GQA buffer's): keys past the last one any query sees are left out of
+    torch's sdpa; onnxruntime's results (a boolean mask: test_contrib_ops' GQA layers)."""
+    feeds = attention_feeds()
+    mask = np.zeros(feeds["mask"].shape, np.float32)
+    mask[..., S - 2:] = np.finfo(np.float32).min  # the last two keys: free in every row
+    mask[0, ..., S - 3] = np.finfo(np.float32).min  # and one more in batch row 0 only
+    feeds["mask"] = mask
+    check(model(attention_nodes("div"), feeds, ["y"]), feeds, ["ScaledDotProductAttention"], tol=1e-6)
+    m = tm.load(model(attention_nodes("div"), feeds, ["y"]), backend="torch")
+    m(feeds), m(feeds)
+    assert m.backend._mask_facts[1] == (False, 0, S - 2, True, False)  # (zero, first and end keys, no NaN, causal)
 
 
 @pytest.mark.parametrize("low", [np.finfo(np.float32).min, -np.inf])
@@ -1206,7 +1220,7 @@ def test_attention_over_a_causal_prompt_runs_torchs_causal_kernel(low):
         check(model(attention_nodes("div"), feeds, ["y"]), feeds, ["ScaledDotProductAttention"], tol=1e-6)
         m = tm.load(model(attention_nodes("div"), feeds, ["y"]), backend="torch")
         m(feeds), m(feeds)
-        assert m.backend._mask_facts[1] == (False, 2, True, is_causal)  # (zero, first key seen, no NaN, causal)
+        assert m.backend._mask_facts[1] == (False, 2, S, True, is_causal)  # (zero, first and end keys, no NaN, causal)
 
 
 @pytest.mark.parametrize("low", [np.finfo(np.float32).min, -np.inf])
@@ -1222,7 +1236,7 @@ def test_attention_of_a_decode_step_after_the_free_rows_reads_no_mask(low):
     nodes[-1].input[0] = "p0"
     nodes[-1:-1] = [const("zero", 0.0), oh.make_node("IsNaN", ["p"], ["nan"], name="isnan"),
                     oh.make_node("Where", ["nan", "zero", "p"], ["p0"], name="where")]
-    for blind_row, facts in ((False, (True, 2, True, False)), (True, (False, 0, low != -np.inf, False))):
+    for blind_row, facts in ((False, (True, 2, S, True, False)), (True, (False, 0, S, low != -np.inf, False))):
         if blind_row:
             feeds["mask"][1] = low
         check(model(nodes, feeds, ["y"]), feeds, ["ScaledDotProductAttention"], tol=1e-6)

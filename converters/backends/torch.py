@@ -75,7 +75,7 @@ class TorchBackend:
 
     def __init__(self, device: str | None = None) -> None:
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-        self._mask_facts: tuple[Any, tuple[bool, int, bool, bool]] = (None, (False, 0, False, False))  # the last mask
+        self._mask_facts: tuple[Any, tuple[bool, int, int, bool, bool]] = (None, (False, 0, 0, False, False))  # last
         # float32 weights in oneDNN's blocked layout, by the id of the tensor ``matmul_weight`` returned (while it lives)
         self._onednn: dict[int, torch.Tensor] = {}
         # the plain (N, K) copies of small blocked weights that only matmul reads, made at their first few-row call
@@ -480,23 +480,26 @@ class TorchBackend:
         if isinstance(mask, str):  # "causal" aligned to the bottom-right corner (torch's is_causal is top-left)
             L, S = q.shape[-2], k.shape[-2]
             mask = torch.ones(L, S, dtype=torch.bool, device=q.device).tril(S - L)
-        elif mask is not None and mask.is_floating_point() and mask.device.type == "cpu" and mask.numel() <= 1 << 20:
+        elif (mask is not None and (mask.is_floating_point() or mask.dtype == torch.bool) and mask.device.type == "cpu"
+              and mask.numel() <= 1 << 20):
             # facts of the mask, found once per mask tensor (every layer reads the same one): the first key any query
             # sees (a decoder's fixed buffer keeps its free rows first, masked with the dtype's lowest value: their
             # exp is exactly 0, so they are left out); all zero from there (an encoder without padding, a decode step
             # of unpadded rows: torch's CPU kernel then reads no mask, ~1.5x faster, as transformers drops an
             # all-ones attention_mask); causal from there (a prompt without padding: torch's causal kernel skips the
-            # blocks above the diagonal, as transformers' sdpa path does); whether a softmax row can be NaN
+            # blocks above the diagonal, as transformers' sdpa path does); whether a softmax row can be NaN. The keys
+            # after the last one any query sees are left out too (a GQA buffer's free rows, after the valid ones)
             checked, facts = self._mask_facts
             if checked is not mask:
                 facts = _mask_facts(mask)
                 self._mask_facts = (mask, facts)
-            zero, start, no_nan, causal = facts
+            zero, start, end, no_nan, causal = facts
             fits = mask.shape[-1] == k.shape[-2]  # else it broadcasts over the keys: read as it is
-            if fits and start:
-                k, v, mask = k[..., start:, :], v[..., start:, :], mask[..., start:]
+            whole = start == 0 and end == mask.shape[-1]
+            if fits and not whole:
+                k, v, mask = k[..., start:end, :], v[..., start:end, :], mask[..., start:end]
             causal = causal and fits and q.shape[-2] == k.shape[-2]  # torch's is_causal is aligned top-left
-            if causal or zero and (fits or not start):
+            if causal or zero and (fits or whole):
                 mask = None
         gqa = q.shape[1] != k.shape[1]
         out = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale, is_causal=causal,
@@ -602,28 +605,33 @@ def _float32(v: float) -> float:
     return float(np.float32(v))
 
 
-def _mask_facts(mask: torch.Tensor) -> tuple[bool, int, bool, bool]:
-    """Facts of an additive mask: (all zero from ``start`` on; ``start``: the first key column some query attends
-    to; no softmax row NaN from finite scores; causal from ``start`` on: as many keys as queries, zero on and below
-    the diagonal and the dtype's lowest value (or -inf) above it, in every row of the batch: a prompt without
-    padding). Found in numpy on the tensor's memory: a third of the time of the same ten torch ops (9 against 29 us
-    for a decode step's mask; T5 computes a mask in every layer)."""
-    low = torch.finfo(mask.dtype).min
-    m = (mask.float() if mask.dtype == torch.bfloat16 else mask).numpy()  # bfloat16 -> float32 is exact
-    kept = m > low
+def _mask_facts(mask: torch.Tensor) -> tuple[bool, int, int, bool, bool]:
+    """Facts of an additive or boolean (True: attend) mask: (nothing masked from ``start`` to ``end``; ``start`` and
+    ``end``: the first key column some query attends to and one past the last; no softmax row NaN from finite scores;
+    causal between them: as many keys as queries, kept on and below the diagonal and masked (the dtype's lowest value,
+    -inf or False) above it, in every row of the batch: a prompt without padding). Found in numpy on the tensor's
+    memory: a third of the time of the same ten torch ops (9 against 29 us for a decode step's mask; T5 computes a
+    mask in every layer)."""
+    if mask.dtype == torch.bool:
+        m = kept = mask.numpy()
+    else:
+        low = torch.finfo(mask.dtype).min
+        m = (mask.float() if mask.dtype == torch.bfloat16 else mask).numpy()  # bfloat16 -> float32 is exact
+        kept = m > low
     covered = bool(kept.any(-1).all())  # every query sees a key: the keys none sees weigh exactly 0 in every row
     seen = kept.reshape(-1, m.shape[-1]).any(0)
-    start = int(seen.argmax()) if covered else 0  # (a row that sees none spreads over all)
-    rest, kept = m[..., start:], kept[..., start:]
-    if not rest.any():  # an encoder's unpadded batch; a decode step of unpadded rows after the free ones
-        return True, start, True, False
+    start, end = (int(seen.argmax()), m.shape[-1] - int(seen[::-1].argmax())) if covered else (0, m.shape[-1])
+    rest, kept = m[..., start:end], kept[..., start:end]  # (a row that sees none spreads over all)
+    if kept.all() if m.dtype == bool else not rest.any():  # an encoder's unpadded batch; an unpadded decode step
+        return True, start, end, True, False
     causal = False
     if rest.shape[-1] == rest.shape[-2] > 1:
-        causal = bool((kept == np.tri(rest.shape[-2], dtype=bool)).all()) and not np.where(kept, rest, 0).any()
+        causal = bool((kept == np.tri(rest.shape[-2], dtype=bool)).all())
+        causal = causal and (m.dtype == bool or not np.where(kept, rest, 0).any())
     # a softmax row of finite scores is NaN only where its query sees no key (or, in half types, where the scores
     # plus the mask overflow to -inf)
     no_nan = covered or mask.dtype == torch.float32 and bool(np.isfinite(m).all())
-    return False, start, no_nan, causal
+    return False, start, end, no_nan, causal
 
 
 def _dims(axis: Any, ndim: int) -> tuple[int, ...]:

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import call_scope
 from ._attention_math import add_bias, attend, merge_heads, rope, split_heads
 from .contrib import rms_norm
 from .registry import MS_DOMAIN, IndexBound, register
@@ -81,7 +82,8 @@ def _gqa_kernel(B: Any, query: Any, key: Any = None, value: Any = None, past_key
                 causal: int = 1, **options: Any) -> Any:  # fmt: skip
     """The model builder's GQA (a past buffer shared with present, rotate-half rotary over the whole head, causal,
     nothing optional) as a function of the op's inputs with every shape decided once: ~20 backend calls where
-    the op's checks and index arithmetic made ~40 (SmolLM2-135M int4 on torch: 339 us a layer); else None."""
+    the op's checks and index arithmetic made ~40 (SmolLM2-135M int4 on torch: 339 us a layer), the positions,
+    rotary angles and mask made once a step for all layers; else None."""
     quantized = options.get("kv_cache_bit_width") or any(options.get(f"{kv}_quant_type", "NONE") != "NONE"
                                                           for kv in "kv")
     plain = all(x is None for x in extra) and not (quantized or options.get("qk_output")
@@ -101,30 +103,42 @@ def _gqa_kernel(B: Any, query: Any, key: Any = None, value: Any = None, past_key
     steps, keys = _positions(B, s, (1, s)), _positions(B, length, (1, 1, 1, length))
     rows_in_step = _positions(B, s, (1, 1, s, 1))
     last_row = B.full((), length - 1, np.int32)
-    full: list[Any] = [None, None, None]  # (cos cache, sin cache, both at the head's width), per cache tensor
+    full: list[Any] = [None, None, None]  # (cos cache, sin cache, [cos cos sin sin]: both at the head's width)
+    facts = ("GroupQueryAttention", b, s, h, length, kv_num_heads, first_prompt)
 
-    def kernel(query: Any, key: Any, value: Any, past_key: Any, past_value: Any, seqlens_k: Any, *rest: Any) -> Any:
-        if full[0] is not rest[1] or full[1] is not rest[2]:  # each half repeated once, not at every call
-            full[:] = [rest[1], rest[2], [B.concatenate([c, c], -1) for c in rest[1:3]]]
-        if key is None:
-            query, key, value = B.split(query, sizes, -1)
-        q, k, v = split_heads(B, query, num_heads), split_heads(B, key, kv_num_heads), split_heads(B, value, kv_num_heads)
+    def step_values(seqlens_k: Any, cos_cache: Any, sin_cache: Any) -> tuple[Any, Any, Any, Any]:
+        """(cos, sin, the cache rows the new keys go to, the keys each query sees)."""
+        if full[0] is not cos_cache or full[1] is not sin_cache:  # each half repeated once, not at every call
+            full[:] = [cos_cache, sin_cache, B.concatenate([cos_cache, cos_cache, sin_cache, sin_cache], -1)]
         seen = B.astype(seqlens_k, np.int32)  # rows per entry before this step's last token
         if first_prompt:
             past = B.zeros((b,), np.int32)
         else:
             past = seen if s == 1 else B.subtract(seen, s - 1)
         pos = B.reshape(past, (b, 1)) if s == 1 else B.add(B.reshape(past, (b, 1)), steps)
-        cos, sin = (B.expand_dims(B.take(c, pos, 0), [1]) for c in full[2])  # (b, 1, s, h)
-        q, k = B.rotate_half_embedding(q, cos, sin), B.rotate_half_embedding(k, cos, sin)
+        cos, sin = B.split(B.expand_dims(B.take(full[2], pos, 0), [1]), [h, h], -1)  # (b, 1, s, h): one gather
         rows = B.reshape(past, (b, 1, 1, 1))
         if s > 1:
             rows = B.add(rows, rows_in_step)  # each new row's place in the buffer
-        at = B.broadcast_to(B.minimum(rows, last_row), (b, kv_num_heads, s, h))
-        present_key = B.scatter_along_axis(past_key, at, k, 2)
-        present_value = B.scatter_along_axis(past_value, at, v, 2)
+        at = B.broadcast_to(B.astype(B.minimum(rows, last_row), np.int64), (b, kv_num_heads, s, h))
         # key t is visible to a new row r at position p when t <= p and t <= seen (the last row written)
         allowed = B.less_equal(keys, rows if s == 1 else B.minimum(rows, B.reshape(seen, (b, 1, 1, 1))))
+        return cos, sin, at, allowed
+
+    def kernel(query: Any, key: Any, value: Any, past_key: Any, past_value: Any, seqlens_k: Any, *rest: Any) -> Any:
+        # the same in every layer of a step: made by the first, kept for the others (~10 backend calls a layer)
+        inputs = (seqlens_k, rest[1], rest[2])
+        cos, sin, at, allowed = call_scope.keep(facts, inputs, lambda: step_values(*inputs))
+        if key is None:  # the packed projection's query and key heads rotated as one tensor
+            qk, value = B.split(query, [sizes[0] + sizes[1], sizes[2]], -1)
+            qk = B.rotate_half_embedding(split_heads(B, qk, num_heads + kv_num_heads), cos, sin)
+            q, k = B.split(qk, [num_heads, kv_num_heads], 1)
+        else:
+            q, k = (B.rotate_half_embedding(split_heads(B, x, n), cos, sin)
+                    for x, n in ((query, num_heads), (key, kv_num_heads)))
+        v = split_heads(B, value, kv_num_heads)
+        present_key = B.scatter_along_axis(past_key, at, k, 2)
+        present_value = B.scatter_along_axis(past_value, at, v, 2)
         out = B.sdpa(q, present_key, present_value, scale, allowed)
         return merge_heads(B, out), present_key, present_value
 
