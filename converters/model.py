@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import heapq
 import os
 import threading
@@ -552,10 +553,16 @@ def _signature(a: Any, B: Backend) -> Any:
     if a is None:
         return None
     if B.is_array(a):
-        return (tuple(B.shape(a)), str(B.dtype(a)))
+        return (tuple(B.shape(a)), _dtype_name(B.dtype(a)))
     if _is_flag(a):
         return (tuple(np.shape(a)), "bool", "flag", bool(np.asarray(a).any()))
     return (tuple(np.shape(a)), str(np.asarray(a).dtype), "host")
+
+
+@functools.cache
+def _dtype_name(dtype: Any) -> str:
+    """``str(dtype)``, remembered: 2.7 us a call, 62 times a decode step (a feed each)."""
+    return str(dtype)
 
 
 def _is_flag(a: Any) -> bool:
