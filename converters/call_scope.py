@@ -2,8 +2,8 @@
 
 A specialised kernel (``OpSpec.specialise``) that computes the same values in every layer of a step (the GQA
 kernel's positions, rotary angles and mask) makes them in the first layer and ``keep``s them for the others. They
-are kept for one call: a later call makes them again, so an input changed in place between calls is never read
-stale.
+are kept for one call and dropped at its end (``end``): a later call makes them again, so an input changed in
+place between calls is never read stale, and nothing of a dropped model stays referenced here.
 
 >>> begin(); made = []
 >>> make = lambda: made.append(1) or len(made)
@@ -12,6 +12,7 @@ stale.
 (1, 1, 2)
 >>> begin(); keep((2, 4), (token,), make)      # a new call: made again
 3
+>>> end()
 """
 
 from __future__ import annotations
@@ -27,6 +28,12 @@ _LOCAL = threading.local()
 def begin() -> None:
     """Start a model call on this thread (``Executable._replay``): nothing kept before it is reused."""
     _LOCAL.calls = getattr(_LOCAL, "calls", 0) + 1
+    _LOCAL.kept = None
+
+
+def end() -> None:
+    """End the model call on this thread: drop what was kept in it."""
+    _LOCAL.kept = None
 
 
 def keep(facts: tuple, inputs: tuple[Any, ...], make: Callable[[], T]) -> T:

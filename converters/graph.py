@@ -766,6 +766,13 @@ class Executable:
     def _replay(self, *arrays: Any) -> tuple[Any, ...]:
         """The device outputs, then the extremes of each index checked on the device."""
         call_scope.begin()
+        try:
+            return self._replay_steps(*arrays)
+        finally:
+            call_scope.end()
+
+    def _replay_steps(self, *arrays: Any) -> tuple[Any, ...]:
+        """``_replay`` within its call scope: the written function, or the walk where it has none or raises."""
         if self._write_code:
             self._code, self._write_code = straight_line(self), False
         code = self._code

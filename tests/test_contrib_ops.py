@@ -513,6 +513,9 @@ def test_gqa_layers_share_a_steps_positions_within_one_call_only():
     assert [exe.shortcuts.get(i, ("op",))[0] for i, (step, _) in enumerate(exe.steps)
             if step.spec.op_type == "GroupQueryAttention"] == ["kernel", "kernel"]
     assert m.backend._mask_facts[1][1:3] == (0, 7)  # sdpa read keys 0..6, not the buffer's free row 7
+    from transmuter_mlx.converters import call_scope
+
+    assert call_scope._LOCAL.kept is None  # dropped at the call's end: nothing of the model referenced there
 
 
 def test_gqa_decode_is_compiled_on_mlx():
