@@ -116,7 +116,7 @@ def test_fixed_size_images_batch_and_image_dependent_ones_run_alone() -> None:
     assert batched.batch_size == 3
     for a, b in zip([single(p, threshold=0.0) for p in photos], batched(photos, threshold=0.0), strict=True):
         assert_close(b["detections"], a["detections"])
-    assert {dict(k)["pixel_values"][0] for k in batched.model.signatures()} == {(3, 3, 64, 64)}
+    assert {dict(k)["pixel_values"][0] for k in batched.model.signatures()} == {(3, 3, 64, 64), (1, 3, 64, 64)}
     assert pipe("object-detection", "detr", batch_size=3).batch_size == 1  # shortest/longest edge
 
 
