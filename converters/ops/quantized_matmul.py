@@ -73,14 +73,35 @@ def weight_chunks(B: Any, w: np.ndarray, zero_point: np.ndarray | None) -> list[
     wf = w.astype(F32)
     if zero_point is not None:
         wf -= np.asarray(zero_point, F32).reshape(-1)  # one value, or one a column
-    limit = float(2**24 // 255)
-    bounds, lo = [], 0
-    while lo < wf.shape[0]:
-        worst = np.maximum.accumulate(np.cumsum(np.abs(wf[lo:], dtype=np.float64), 0).max(1))
-        hi = lo + max(1, int(np.searchsorted(worst, limit, side="right")))  # one row is exact: 255 * 255 < 2**24
+    return [(lo, hi, B.matmul_weight(wf[lo:hi], only_matmul=True)) for lo, hi in _exact_ranges(wf, float(2**24 // 255))]
+
+
+def _exact_ranges(wf: np.ndarray, limit: float, block: int = 64) -> list[tuple[int, int]]:
+    """Row ranges ``[lo, hi)`` of ``wf`` whose column sums of ``|wf|`` stay within ``limit``, each as long as it can
+    be (one row always fits: 255 * 255 < 2**24), found ``block`` rows at a time: float64 sums of a block, not of the
+    whole weight (Qwen3-0.6B's q8 head, 1024 x 151,936: 2.5 GB of float64 cumulative sums at load before).
+
+    >>> _exact_ranges(np.array([[3.0, 1], [2, 2], [1, 4], [5, 0]]), 5.0, block=2)
+    [(0, 2), (2, 3), (3, 4)]
+    """
+    k = wf.shape[0]
+    bounds, lo, start = [], 0, 0
+    running = np.zeros(wf.shape[1], np.float64)  # the column sums of |wf[lo:start]|, all within limit
+    while start < k:
+        stop = min(start + block, k)
+        sums = np.cumsum(np.abs(wf[start:stop], dtype=np.float64), 0)
+        sums += running
+        fits = int(np.searchsorted(sums.max(1), limit, side="right"))  # sums grow row by row: a prefix fits
+        if fits == stop - start:
+            running, start = sums[-1], stop
+            continue
+        hi = max(start + fits, lo + 1)
         bounds.append((lo, hi))
-        lo = hi
-    return [(lo, hi, B.matmul_weight(wf[lo:hi], only_matmul=True)) for lo, hi in bounds]
+        lo = start = hi
+        running = np.zeros_like(running)
+    if lo < k:
+        bounds.append((lo, k))
+    return bounds
 
 
 def int_linear(B: Any, a: Any, chunks: list[tuple[int, int, Any]], as_float: bool = False) -> Any:
