@@ -362,7 +362,7 @@ def main(argv: list[str] | None = None) -> int:
         "--engines", default=",".join(ENGINES), help=f"a comma-separated subset of {','.join(ENGINES)}"
     )
     p.add_argument("--sequence-lengths", default=",".join(map(str, SEQUENCE_LENGTHS)),
-                   help="our compile buckets, comma-separated; default 32,64,128")
+                   help=f"our compile buckets, comma-separated; default {','.join(map(str, SEQUENCE_LENGTHS))}")
     p.add_argument("--sentences", type=int, default=256, help="sentences in the set; default 256")
     p.add_argument("--latency-sentences", type=int, default=32, help="sentences timed at batch 1; default 32")
     p.add_argument("--runs", type=int, default=5, help="timed passes per cell (median); default 5")

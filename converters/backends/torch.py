@@ -129,7 +129,6 @@ class TorchBackend:
         weight = torch.zeros((), dtype=held.dtype).expand(held.shape[::-1]) if only_matmul else held.t()
         self._onednn[id(weight)] = blocked
         weakref.finalize(weight, self._onednn.pop, id(weight), None)
-        weakref.finalize(weight, self._plain.pop, id(weight), None)
         return weight
 
     def conv_weight(self, w: np.ndarray) -> torch.Tensor:
@@ -384,6 +383,7 @@ class TorchBackend:
         plain = self._plain.get(id(weight))
         if plain is None:
             plain = self._plain[id(weight)] = blocked.to_dense()
+            weakref.finalize(weight, self._plain.pop, id(weight), None)
         return plain
 
     def einsum(self, equation: str, *operands: torch.Tensor) -> torch.Tensor:
